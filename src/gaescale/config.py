@@ -1,0 +1,137 @@
+"""One configuration schema: it validates the Python API's arguments and builds the CLI's ``--help``.
+
+Each field carries its help text and its rule; :class:`TrainConfig` checks every value on
+construction and raises :class:`gaescale.errors.ParameterError` with one message form.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ParameterError
+from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
+
+
+def _opt(default, help: str, rule: str, *, group: str = "training", **extra):
+    """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none."""
+    return field(default=default, metadata=dict(help=help, rule=rule, group=group, **extra))
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run. Field order is the order of ``--help``."""
+
+    edges: str | None = _opt(None, "edge list: CSV/TSV/whitespace text (optionally .gz), .npy (2 x E or E x 2), "
+                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", group="input")
+    features: str | None = _opt(None, "node features: .npy/.npz (row i = node i), or CSV/Parquet whose first column "
+                                      "is the node id", "opt-path", group="input")
+    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path", group="output")
+    ids: str = _opt("auto", "node ids in a text/Parquet edge list: integers, strings, or detect", "choice",
+                    group="input", choices=("auto", "int", "str"))
+    header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", group="input",
+                       choices=("auto", "yes", "no"))
+    hidden: tuple = _opt((32,), "hidden layer widths, comma separated (e.g. 16,16)", "ints", group="model")
+    dim: int = _opt(16, "embedding dimension d (the last layer's width)", "int>=1", group="model")
+    dropout: float = _opt(0.0, "dropout between encoder layers", "float[0,1)", group="model")
+    loss: str = _opt("bce", "reconstruction loss kind", "choice", choices=LOSS_NAMES)
+    dense: str = _opt("sampled", "how the all-pairs term is computed: sampled (unbiased estimate), exact "
+                                 "(streamed blocks, O(N^2 d) time), closed (linear-mse only)", "choice",
+                      choices=DENSE_STRATEGIES)
+    weighting: str | None = _opt(None, "pair weights: balanced (edges and non-edges weigh the same; default), "
+                                       "gae (the GAE paper's pos_weight/norm), none (plain mean over all pairs)",
+                                 "choice", choices=WEIGHTINGS + (None,))
+    neg_ratio: float = _opt(1.0, "sampled node pairs per training edge (dense=sampled)", "float>0")
+    epochs: int = _opt(200, "maximum training epochs", "int>=1")
+    lr: float = _opt(0.01, "Adam learning rate", "float>0")
+    seed: int = _opt(0, "random seed (split, initialisation, sampling)", "int>=0")
+    val_fraction: float = _opt(0.05, "fraction of edges held out for validation", "float[0,1)", group="evaluation")
+    test_fraction: float = _opt(0.10, "fraction of edges held out for testing", "float[0,1)", group="evaluation")
+    eval_every: int = _opt(1, "evaluate validation AUC/AP every this many epochs", "int>=1", group="evaluation")
+    patience: int = _opt(20, "stop after this many evaluations without a better validation AUC (0: never)",
+                         "int>=0", group="evaluation")
+    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime")
+    quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime")
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _check(f, getattr(self, f.name)))
+        if self.dense == "closed" and self.loss != "linear-mse":
+            raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
+        if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
+            raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
+
+    @property
+    def layer_dims(self) -> list[int]:
+        return list(self.hidden) + [self.dim]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ParameterError(unknown[0], "TrainConfig", f"one of the known fields {sorted(known)}", unknown[0])
+        return cls(**d)
+
+
+def _check(f: dataclasses.Field, value):
+    rule, name = f.metadata["rule"], f.name
+    bad = lambda expected: ParameterError(name, "train", expected, value)  # noqa: E731
+    if rule == "bool":
+        if isinstance(value, bool):
+            return value
+        raise bad("a bool")
+    if rule in ("path", "opt-path"):
+        if value is None and rule == "opt-path":
+            return None
+        if isinstance(value, str) and value:
+            return value
+        if hasattr(value, "__fspath__"):
+            return str(value)
+        raise bad("a non-empty path")
+    if rule == "choice":
+        if value in f.metadata["choices"]:
+            return value
+        raise bad(f"one of {[c for c in f.metadata['choices'] if c is not None]}")
+    if rule == "ints":
+        try:
+            items = [int(p) for p in value.split(",")] if isinstance(value, str) else [int(p) for p in value]
+            if all(i >= 1 for i in items) and (isinstance(value, str) or all(float(p) == int(p) for p in value)):
+                return tuple(items)
+        except (TypeError, ValueError):
+            pass
+        raise bad("a comma-separated list of ints >= 1 (e.g. '16,16'), or an empty list is not allowed")
+    if rule.startswith("int"):
+        low = int(rule.split(">=")[1])
+        try:
+            if not isinstance(value, bool) and float(value) == int(value) and int(value) >= low:
+                return int(value)
+        except (TypeError, ValueError):
+            pass
+        raise bad(f"an int >= {low}")
+    if rule.startswith("float"):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise bad("a float") from None
+        ok = v > 0 if rule == "float>0" else 0.0 <= v < 1.0
+        if ok and v == v and v != float("inf"):
+            return v
+        raise bad("a float > 0" if rule == "float>0" else "a float in [0, 1)")
+    raise AssertionError(f"unknown rule {rule}")  # a bug in this module, not user input
+
+
+def fields_by_group() -> dict[str, list[dataclasses.Field]]:
+    groups: dict[str, list[dataclasses.Field]] = {}
+    for f in dataclasses.fields(TrainConfig):
+        groups.setdefault(f.metadata["group"], []).append(f)
+    return groups

@@ -1,0 +1,40 @@
+"""Named exceptions. Every message is one line that says what was expected and what was got.
+
+Messages follow one form, borrowed from scikit-learn:
+``The 'lr' parameter of train must be a float > 0. Got -1.0 instead.``
+and for files: ``edges.csv, line 7: expected 2 columns (source, target). Got 1: '42'.``
+"""
+from __future__ import annotations
+
+
+class GaescaleError(Exception):
+    """Base class of every error gaescale raises on purpose; the CLI prints it as one line."""
+
+
+class InputFileError(GaescaleError):
+    """An input file is missing, unreadable, or holds something that is not a valid graph or feature table."""
+
+    def __init__(self, path, message: str, line: int | None = None, field: str | None = None):
+        where = str(path)
+        if line is not None:
+            where += f", line {line}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {message}")
+        self.path, self.line, self.field = str(path), line, field
+
+
+class GraphError(GaescaleError):
+    """The graph is valid as a file but unusable for training (no edges, nothing to train on)."""
+
+
+class ParameterError(GaescaleError, ValueError):
+    """A parameter of a function, config or command has an invalid value."""
+
+    def __init__(self, name: str, owner: str, expected: str, got):
+        super().__init__(f"The '{name}' parameter of {owner} must be {expected}. Got {got!r} instead.")
+        self.name = name
+
+
+class OutputError(GaescaleError):
+    """The output location cannot be used (an existing file, not writable)."""

@@ -1,0 +1,113 @@
+"""The graph: one immutable undirected graph in CSR form, built once from an edge list."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import GraphError
+from .sparse import SparseOperator
+
+
+@dataclass(frozen=True)
+class CleanStats:
+    """What :func:`canonical_edges` removed from the rows it was given."""
+
+    rows: int
+    self_loops: int
+    duplicates: int  # repeated rows, including the reverse direction of an edge already seen
+
+    def describe(self) -> str:
+        return (f"{self.rows:,} edge rows -> {self.rows - self.self_loops - self.duplicates:,} undirected edges "
+                f"({self.self_loops:,} self loops dropped, {self.duplicates:,} duplicate or reverse rows merged)")
+
+
+def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, CleanStats]:
+    """Undirected, loop-free, duplicate-free edges, each once as ``u < v``, sorted.
+
+    ``edge_index: (2, E)`` integer node indices in ``[0, num_nodes)``; returns ``(2, E') int64`` and
+    the counts of what was dropped. O(E log E).
+    """
+    ei = np.asarray(edge_index, dtype=np.int64)
+    u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
+    loops = u == v
+    u, v = u[~loops], v[~loops]
+    key = np.unique(u * np.int64(num_nodes) + v)
+    out = np.stack([key // num_nodes, key % num_nodes])
+    stats = CleanStats(rows=ei.shape[1], self_loops=int(loops.sum()), duplicates=int(u.size - key.size))
+    return out, stats
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """An undirected graph without self loops, stored as a symmetric CSR adjacency.
+
+    ``indptr: (N + 1,)`` and ``indices: (2E,)`` hold both directions of every edge. Derived
+    operators (the GCN normalisation, the mean aggregator) are computed once, on first use.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    num_nodes: int
+    stats: CleanStats | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, canonical: bool = False) -> "Graph":
+        """Build from ``edge_index: (2, E)``. Unless ``canonical`` (already ``u < v``, unique), the
+        edges are made undirected and self loops and duplicates are dropped (see ``stats``)."""
+        stats = None
+        if not canonical:
+            edge_index, stats = canonical_edges(edge_index, num_nodes)
+        u, v = np.asarray(edge_index[0], np.int64), np.asarray(edge_index[1], np.int64)
+        rows, cols = np.concatenate([u, v]), np.concatenate([v, u])
+        adj = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(num_nodes, num_nodes))
+        adj.sort_indices()
+        return cls(adj.indptr.astype(np.int64), adj.indices.astype(np.int64), int(num_nodes), stats)
+
+    @property
+    def num_edges(self) -> int:
+        """Undirected edges (each counted once)."""
+        return int(self.indices.size // 2)
+
+    @cached_property
+    def degree(self) -> np.ndarray:
+        """``(N,)`` int64 number of neighbours."""
+        return np.diff(self.indptr)
+
+    def adjacency(self) -> sp.csr_matrix:
+        """The 0/1 symmetric adjacency as SciPy CSR (no self loops)."""
+        data = np.ones(self.indices.size, np.float32)
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.num_nodes, self.num_nodes))
+
+    def edge_index(self) -> np.ndarray:
+        """``(2, E)`` int64: every undirected edge once, ``u < v``."""
+        rows = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.degree)
+        keep = rows < self.indices
+        return np.stack([rows[keep], self.indices[keep]])
+
+    @cached_property
+    def gcn_operator(self) -> SparseOperator:
+        """``D^-1/2 (A + I) D^-1/2`` with ``D`` the degree of ``A + I`` (Kipf & Welling), symmetric."""
+        a = self.adjacency() + sp.eye(self.num_nodes, dtype=np.float32, format="csr")
+        dinv = 1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)
+        a = sp.csr_matrix(a)
+        a.sort_indices()
+        rows = np.repeat(np.arange(self.num_nodes), np.diff(a.indptr))
+        a.data = (dinv[rows] * dinv[a.indices]).astype(np.float32)
+        return SparseOperator(a, symmetric=True)
+
+    @cached_property
+    def mean_operator(self) -> SparseOperator:
+        """``D^-1 A``: the mean over neighbours (GraphSAGE's mean aggregator); zero rows for isolated nodes."""
+        a = self.adjacency()
+        inv = np.zeros(self.num_nodes, np.float32)
+        nz = self.degree > 0
+        inv[nz] = 1.0 / self.degree[nz]
+        return SparseOperator(sp.diags(inv) @ a, symmetric=False)
+
+    def require_edges(self, what: str = "the graph") -> None:
+        if self.num_edges == 0:
+            raise GraphError(f"{what} has no edges left after removing self loops and duplicates; "
+                             "a graph autoencoder needs at least one edge to train on.")

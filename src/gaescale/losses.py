@@ -1,0 +1,183 @@
+"""Reconstruction losses built on one decomposition (see the README's "Losses" section).
+
+For logits ``s_ij = z_i . z_j`` and a symmetric 0/1 adjacency with ordered edge set ``E``, every
+elementwise loss with weights ``w0`` (non-edge) and ``w1`` (edge) is
+
+    L = w0 * sum_{all i, j} l0(s_ij)  +  sum_{(i, j) in E} [ w1 * l1(s_ij) - w0 * l0(s_ij) ]
+        \\______ dense term D ______/     \\________________ edge term, O(|E| d) ______________/
+
+A loss kind is its pair ``(l0, l1)``; a weighting is ``(w0, w1)``; the dense term has three
+strategies: ``sampled`` (m uniform ordered pairs scaled by N^2 / m: unbiased, no rejection of
+positives, since the edge term already subtracts ``l0`` on every edge), ``exact`` (row blocks whose
+backward recomputes each block: O(N d + B N) memory, nothing N x N is stored) and ``closed``
+(``l0(s) = s^2``: ``||Z^T Z||_F^2``, O(N d^2)). Pairs range over all N^2 ordered pairs, the
+diagonal included; a pair ``(i, i)`` is a non-edge unless ``edge_index`` holds a self loop.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .errors import ParameterError
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class PairLoss:
+    """Per-pair losses of one kind: ``l0(s)`` for a non-edge, ``l1(s)`` for an edge, and ``dl0/ds``."""
+
+    name: str
+    l0: Callable[[Tensor], Tensor]
+    l1: Callable[[Tensor], Tensor]
+    dl0: Callable[[Tensor], Tensor]
+    polynomial_l0: bool = False  # l0(s) == s^2, so the dense term has a closed form
+
+
+def _sig2_grad(s: Tensor) -> Tensor:
+    p = torch.sigmoid(s)
+    return 2 * p * p * (1 - p)
+
+
+KINDS: dict[str, PairLoss] = {
+    # softplus(s) = -log(1 - sigmoid(s)); softplus(-s) = -log(sigmoid(s)); stable for any s.
+    "bce": PairLoss("bce", F.softplus, lambda s: F.softplus(-s), torch.sigmoid),
+    "mse": PairLoss("mse", lambda s: torch.sigmoid(s).square(), lambda s: torch.sigmoid(-s).square(), _sig2_grad),
+    "linear-mse": PairLoss("linear-mse", torch.square, lambda s: (1 - s).square(), lambda s: 2 * s, True),
+}
+# Names that fix a weighting as well as the pair losses.
+ALIASES = {"weighted-bce": ("bce", "gae")}
+WEIGHTINGS = ("none", "balanced", "gae")
+DENSE_STRATEGIES = ("sampled", "exact", "closed")
+LOSS_NAMES = tuple(KINDS) + tuple(ALIASES)
+
+
+def pair_weights(weighting: str, num_nodes: int, num_edge_pairs: int) -> tuple[float, float]:
+    """``(w0, w1)`` for ``N`` nodes and ``|E|`` ordered edge pairs (both directions counted).
+
+    - ``none``: the plain mean over all ``P = N^2`` pairs, ``w0 = w1 = 1 / P``.
+    - ``balanced``: edges and non-edges weigh the same in total, ``w1 = 1 / |E|``, ``w0 = 1 / P``;
+      with sampled pairs this is PyTorch Geometric's ``recon_loss`` (mean over edges plus mean over
+      sampled pairs) without rejection sampling.
+    - ``gae``: the GAE paper: ``pos_weight = (P - |E|) / |E|``, ``norm = P / (2 (P - |E|))``, mean over
+      all P pairs, so ``w0 = norm / P`` and ``w1 = norm * pos_weight / P``.
+    """
+    p, e = float(num_nodes) ** 2, float(max(num_edge_pairs, 1))
+    if weighting == "none":
+        return 1.0 / p, 1.0 / p
+    if weighting == "balanced":
+        return 1.0 / p, 1.0 / e
+    if weighting == "gae":
+        norm, pos_weight = p / (2.0 * (p - e)), (p - e) / e
+        return norm / p, norm * pos_weight / p
+    raise ParameterError("weighting", "reconstruction_loss", f"one of {WEIGHTINGS}", weighting)
+
+
+class _ExactDense(torch.autograd.Function):
+    """``sum_{i,j} l0(z_i . z_j)`` over all N^2 pairs in row blocks; backward recomputes each block.
+
+    By symmetry of ``S = Z Z^T``, ``dD/dZ[R] = 2 * l0'(S_R) Z`` for a row block ``R``: one
+    ``(B x N) @ (N x d)`` product per block, no scatter, nothing N x N kept.
+    """
+
+    @staticmethod
+    def forward(ctx, z: Tensor, loss: PairLoss, block: int) -> Tensor:
+        ctx.save_for_backward(z)
+        ctx.loss, ctx.block = loss, block
+        total = torch.zeros((), dtype=torch.float64, device=z.device)
+        for r in range(0, z.shape[0], block):
+            s = z[r:r + block] @ z.T  # dense-ok: a (block x N) tile, freed each step
+            total += loss.l0(s).sum(dtype=torch.float64)
+        return total.to(z.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (z,) = ctx.saved_tensors
+        dz = torch.empty_like(z)
+        for r in range(0, z.shape[0], ctx.block):
+            s = z[r:r + ctx.block] @ z.T  # dense-ok: recomputed tile
+            dz[r:r + ctx.block] = ctx.loss.dl0(s) @ z
+        return dz * (2 * grad), None, None
+
+
+def block_rows(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int:
+    """Rows per block so that the few ``(B x N)`` temporaries of a block fit ``memory_budget`` bytes."""
+    return max(1, min(num_nodes, memory_budget // max(1, 4 * num_nodes * itemsize)))
+
+
+def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
+               generator: torch.Generator | None = None, block_size: int | None = None,
+               memory_budget: int = 256 * 2**20) -> Tensor:
+    """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate."""
+    n = z.shape[0]
+    if strategy == "sampled":
+        if num_samples < 1:
+            raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
+        idx = torch.randint(0, n, (2, num_samples), generator=generator, device=z.device)
+        s = (z[idx[0]] * z[idx[1]]).sum(-1)
+        return loss.l0(s).sum() * (float(n) * n / num_samples)
+    if strategy == "exact":
+        block = block_size or block_rows(n, memory_budget, z.element_size())
+        return _ExactDense.apply(z, loss, int(block))
+    if strategy == "closed":
+        if not loss.polynomial_l0:
+            raise ParameterError("dense", "reconstruction_loss",
+                                 "'closed' only with kind='linear-mse' (whose l0 is s^2); use 'exact' or 'sampled'",
+                                 strategy)
+        return (z.T @ z).square().sum()
+    raise ParameterError("dense", "reconstruction_loss", f"one of {DENSE_STRATEGIES}", strategy)
+
+
+def resolve_kind(kind: str, weighting: str | None) -> tuple[PairLoss, str]:
+    """The pair losses and weighting for a loss name (``weighted-bce`` means ``bce`` with ``gae``)."""
+    if kind in ALIASES:
+        base, fixed = ALIASES[kind]
+        if weighting not in (None, fixed):
+            raise ParameterError("weighting", "reconstruction_loss", f"'{fixed}' (or None) with kind='{kind}'", weighting)
+        return KINDS[base], fixed
+    if kind not in KINDS:
+        raise ParameterError("kind", "reconstruction_loss", f"one of {LOSS_NAMES}", kind)
+    return KINDS[kind], weighting or "balanced"
+
+
+def reconstruction_loss(z: Tensor, edge_index: Tensor, num_nodes: int | None = None, *, kind: str = "bce",
+                        dense: str = "sampled", weighting: str | None = None, num_samples: int | None = None,
+                        neg_ratio: float = 1.0, edges: str = "undirected", block_size: int | None = None,
+                        memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None) -> Tensor:
+    """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
+
+    ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
+    stands for both ordered pairs. ``edges='ordered'``: ``edge_index`` lists ordered pairs, so a
+    symmetric graph lists both directions. The value equals (in expectation, for ``dense='sampled'``)
+    ``sum_ij w(a_ij) * l(s_ij, a_ij)`` over all ``N^2`` ordered pairs with the weights of
+    :func:`pair_weights`; no N x N tensor is formed. ``num_samples`` (sampled strategy) defaults to
+    ``neg_ratio`` times the number of undirected edges. Returns a scalar tensor.
+    """
+    n = z.shape[0] if num_nodes is None else int(num_nodes)
+    if z.dim() != 2 or z.shape[0] != n:
+        raise ParameterError("z", "reconstruction_loss", f"a 2-D tensor with num_nodes={n} rows", tuple(z.shape))
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise ParameterError("edge_index", "reconstruction_loss", "a tensor of shape (2, E)", tuple(edge_index.shape))
+    if edges not in ("undirected", "ordered"):
+        raise ParameterError("edges", "reconstruction_loss", "'undirected' or 'ordered'", edges)
+    loss, weighting = resolve_kind(kind, weighting)
+    u, v = edge_index[0], edge_index[1]
+    loops = u == v
+    mult = (2.0 - loops.to(z.dtype)) if edges == "undirected" else torch.ones_like(u, dtype=z.dtype)
+    num_pairs = int(mult.sum().item())
+    w0, w1 = pair_weights(weighting, n, num_pairs)
+    if weighting == "none" and num_pairs < 0.01 * float(n) ** 2:
+        warnings.warn(f"kind='{kind}' without weighting on a graph of density {num_pairs / float(n) ** 2:.2g} < 1%: "
+                      "non-edges dominate the loss and the model learns little beyond predicting 'no edge'; "
+                      "use weighting='balanced' or kind='weighted-bce'.", stacklevel=2)
+    if num_samples is None:
+        num_samples = max(1, int(round(neg_ratio * num_pairs / 2)))
+    s = (z[u] * z[v]).sum(-1)
+    edge = (mult * (w1 * loss.l1(s) - w0 * loss.l0(s))).sum()
+    d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
+                   block_size=block_size, memory_budget=memory_budget)
+    return w0 * d + edge

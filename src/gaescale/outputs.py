@@ -1,0 +1,69 @@
+"""Writing run outputs atomically: every file goes to a temporary name in its directory, then is renamed."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .errors import OutputError
+
+
+def check_out_dir(path) -> Path:
+    """Fail early, before any work, if ``path`` cannot be an output directory. Creates nothing."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise OutputError(f"{p}: the output directory is an existing file; choose another --out.")
+    parent = next((q for q in [p, *p.parents] if q.exists()), Path("."))
+    if not os.access(parent, os.W_OK):
+        raise OutputError(f"{p}: cannot create files under {parent} (no write permission).")
+    return p
+
+
+def atomic_write(path, write: Callable[[io.BufferedWriter], None]) -> Path:
+    """Write ``path`` through ``write(fh)`` on a temporary file in the same directory, then rename it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path, obj: Any) -> Path:
+    return atomic_write(path, lambda fh: fh.write((json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()))
+
+
+def write_npy(path, array: np.ndarray) -> Path:
+    return atomic_write(path, lambda fh: np.save(fh, array, allow_pickle=False))
+
+
+def write_ids(path, ids: np.ndarray) -> Path:
+    """One original node id per line, in row order (row i of embeddings.npy is line i + 1)."""
+    def write(fh):
+        for start in range(0, len(ids), 1_000_000):
+            chunk = ids[start:start + 1_000_000]
+            fh.write(("\n".join(map(str, chunk)) + "\n").encode())
+    return atomic_write(path, write)
+
+
+def write_torch(path, obj: Any) -> Path:
+    return atomic_write(path, lambda fh: torch.save(obj, fh))
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process (Linux reports kilobytes)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

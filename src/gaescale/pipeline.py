@@ -1,0 +1,123 @@
+"""The one code path behind ``gaescale train``/``demo`` and :func:`gaescale.train`:
+read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from . import __version__
+from .config import TrainConfig
+from .encoders import GCN
+from .errors import ParameterError
+from .features import attach_features
+from .graph import Graph
+from .io import EdgeList, read_edges
+from .models import GAE
+from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_torch
+from .split import split_edges
+from .trainer import fit, link_scores
+
+
+@dataclass
+class RunResult:
+    model: GAE
+    embeddings: np.ndarray  # (N, d) float32, row i = node_ids[i]
+    node_ids: np.ndarray
+    metrics: dict[str, Any]
+    out_dir: Path | None
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_edges(config: TrainConfig) -> EdgeList:
+    """Read ``config.edges`` and, if given, ``config.features``."""
+    if config.edges is None:
+        raise ParameterError("edges", "train", "the path of an edge list", None)
+    data = read_edges(config.edges, ids=config.ids, header=config.header)
+    if config.features is not None:
+        data = attach_features(data, config.features)
+    return data
+
+
+def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
+    return GAE(GCN(in_dim, config.layer_dims, num_nodes=num_nodes, dropout=config.dropout))
+
+
+def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
+          log: Callable[[str], None] | None = None, **options) -> RunResult:
+    """Train a GCN graph autoencoder and, with ``config.out``, write its outputs.
+
+    ``train(edges="edges.csv", out="run", hidden="16,16", dim=8)`` or ``train(TrainConfig(...))``;
+    ``data`` replaces reading ``config.edges`` (an :class:`EdgeList`, e.g. from :func:`community_graph`).
+    """
+    if config is None:
+        config = TrainConfig(**options)
+    elif options:
+        config = TrainConfig.from_dict({**config.to_dict(), **options})
+    log = log or ((lambda m: None) if config.quiet else _stderr)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    out = check_out_dir(config.out) if config.out else None
+    t_start = time.perf_counter()
+
+    t = time.perf_counter()
+    data = data if data is not None else load_edges(config)
+    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+    log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
+    graph.require_edges(data.source or "the graph")
+    x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
+    log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
+
+    split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
+    train_graph = split.train_graph()
+    log(f"split: {split.train.shape[1]:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test edges")
+
+    torch.manual_seed(config.seed)
+    model = build_model(config, None if x is None else x.shape[1], data.num_nodes)
+    has_val = split.val_pos.shape[1] > 0
+    result = fit(model, x, train_graph, torch.from_numpy(split.train), val=(split.val_pos, split.val_neg) if has_val else None,
+                 epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
+                 patience=config.patience, progress=not config.quiet,
+                 loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
+                                  neg_ratio=config.neg_ratio))
+    model.eval()
+    with torch.no_grad():
+        z = model(x, train_graph)
+    metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
+    if has_val:
+        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
+    if split.test_pos.shape[1]:
+        metrics["test_auc"], metrics["test_ap"] = link_scores(z, split.test_pos, split.test_neg)
+    metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
+                   seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
+                   peak_rss_bytes=peak_rss_bytes(), num_nodes=data.num_nodes, num_edges=graph.num_edges,
+                   train_edges=int(split.train.shape[1]), torch_threads=torch.get_num_threads(),
+                   history=result.history)
+    embeddings = z.numpy().astype(np.float32)
+    node_ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
+    if out is not None:
+        write_npy(out / "embeddings.npy", embeddings)
+        write_ids(out / "nodes.tsv", node_ids)
+        write_torch(out / "model.pt", {"state_dict": model.state_dict(), "config": config.to_dict(),
+                                       "in_dim": None if x is None else int(x.shape[1]),
+                                       "num_nodes": int(data.num_nodes), "gaescale_version": __version__})
+        write_json(out / "config.json", config.to_dict())
+        metrics["peak_rss_bytes"] = peak_rss_bytes()
+        write_json(out / "metrics.json", metrics)
+    summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  val AUC {_fmt(metrics['val_auc'])}"
+               f"  |  {metrics['epochs']} epochs (best {result.best_epoch}), {metrics['seconds_per_epoch']:.3f} s/epoch, "
+               f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
+    log(summary + (f"\noutputs in {out}/" if out is not None else ""))
+    return RunResult(model, embeddings, node_ids, metrics, out)
+
+
+def _fmt(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"

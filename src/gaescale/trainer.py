@@ -1,0 +1,116 @@
+"""Full-batch training: Adam, periodic validation, early stopping with the best weights kept."""
+from __future__ import annotations
+
+import copy
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from .errors import GaescaleError
+from .graph import Graph
+from .models import decode
+
+
+class NonFiniteLossError(GaescaleError):
+    """Training produced a NaN or infinite loss."""
+
+
+def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
+    """ROC AUC and average precision of ``sigmoid(z_u . z_v)`` for held-out ``pos: (2, P)`` vs ``neg: (2, Q)``."""
+    with torch.no_grad():
+        s = torch.cat([decode(z, torch.from_numpy(pos)), decode(z, torch.from_numpy(neg))]).double().numpy()
+    y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
+    return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
+
+
+@dataclass
+class FitResult:
+    history: list[dict[str, Any]]
+    best_epoch: int
+    best_val_auc: float | None
+    stopped_early: bool
+    train_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def seconds_per_epoch(self) -> float:
+        return statistics.median(self.train_seconds) if self.train_seconds else 0.0
+
+
+def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor, *,
+        val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
+        eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
+        on_epoch: Callable[[dict], None] | None = None) -> FitResult:
+    """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
+    ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
+    validation AUC are restored at the end and training stops after ``patience`` evaluations without one."""
+    loss_kwargs = dict(loss_kwargs or {})
+    gen = torch.Generator().manual_seed(seed + 1)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    history: list[dict[str, Any]] = []
+    best = (-1.0, 0, None)  # (val_auc, epoch, state)
+    waited, stopped = 0, False
+    seconds: list[float] = []
+    bar = _progress(epochs, progress)
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        z = model(x, graph)
+        loss = model.loss(z, train_edges, generator=gen, **loss_kwargs)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; "
+                                     "lower --lr or check the features' scale.")
+        loss.backward()
+        opt.step()
+        seconds.append(time.perf_counter() - t0)
+        rec: dict[str, Any] = {"epoch": epoch, "loss": float(loss.item()), "seconds": seconds[-1]}
+        if val is not None and (epoch % eval_every == 0 or epoch == epochs):
+            model.eval()
+            with torch.no_grad():
+                rec["val_auc"], rec["val_ap"] = link_scores(model(x, graph), *val)
+            if rec["val_auc"] > best[0]:
+                best, waited = (rec["val_auc"], epoch, copy.deepcopy(model.state_dict())), 0
+            else:
+                waited += 1
+        history.append(rec)
+        if on_epoch:
+            on_epoch(rec)
+        bar.update(rec, best[0])
+        if val is not None and patience and waited >= patience:
+            stopped = True
+            break
+    bar.close()
+    if best[2] is not None:
+        model.load_state_dict(best[2])
+    return FitResult(history, best[1] or len(history), best[0] if best[2] is not None else None, stopped, seconds)
+
+
+class _progress:
+    """tqdm bar with loss, validation AUC and seconds per epoch; silent when disabled."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc="train", unit="epoch", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, rec: dict, best_auc: float) -> None:
+        if self.bar is None:
+            return
+        post = {"loss": f"{rec['loss']:.4f}", "s/epoch": f"{rec['seconds']:.2f}"}
+        if "val_auc" in rec:
+            post["val_auc"] = f"{rec['val_auc']:.4f}"
+        if best_auc >= 0:
+            post["best"] = f"{best_auc:.4f}"
+        self.bar.set_postfix(post, refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
