@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from .errors import ParameterError
+from .sparse import PairIndex
 
 Tensor = torch.Tensor
 
@@ -117,8 +118,7 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
-        idx = torch.randint(0, n, (2, num_samples), generator=generator, device=z.device)
-        s = (z[idx[0]] * z[idx[1]]).sum(-1)
+        s = PairIndex.uniform(n, num_samples, generator).logits(z)
         return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
         block = block_size or block_rows(n, memory_budget, z.element_size())
@@ -144,7 +144,7 @@ def resolve_kind(kind: str, weighting: str | None) -> tuple[PairLoss, str]:
     return KINDS[kind], weighting or "balanced"
 
 
-def reconstruction_loss(z: Tensor, edge_index: Tensor, num_nodes: int | None = None, *, kind: str = "bce",
+def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: int | None = None, *, kind: str = "bce",
                         dense: str = "sampled", weighting: str | None = None, num_samples: int | None = None,
                         neg_ratio: float = 1.0, edges: str = "undirected", block_size: int | None = None,
                         memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None) -> Tensor:
@@ -155,20 +155,20 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor, num_nodes: int | None = N
     symmetric graph lists both directions. The value equals (in expectation, for ``dense='sampled'``)
     ``sum_ij w(a_ij) * l(s_ij, a_ij)`` over all ``N^2`` ordered pairs with the weights of
     :func:`pair_weights`; no N x N tensor is formed. ``num_samples`` (sampled strategy) defaults to
-    ``neg_ratio`` times the number of undirected edges. Returns a scalar tensor.
+    ``neg_ratio`` times the number of undirected edges. ``edge_index`` may also be a prebuilt
+    :class:`gaescale.sparse.PairIndex` (what a training loop should pass: it is built once).
+    Returns a scalar tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
         raise ParameterError("z", "reconstruction_loss", f"a 2-D tensor with num_nodes={n} rows", tuple(z.shape))
-    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-        raise ParameterError("edge_index", "reconstruction_loss", "a tensor of shape (2, E)", tuple(edge_index.shape))
     if edges not in ("undirected", "ordered"):
         raise ParameterError("edges", "reconstruction_loss", "'undirected' or 'ordered'", edges)
     loss, weighting = resolve_kind(kind, weighting)
-    u, v = edge_index[0], edge_index[1]
-    loops = u == v
-    mult = (2.0 - loops.to(z.dtype)) if edges == "undirected" else torch.ones_like(u, dtype=z.dtype)
-    num_pairs = int(mult.sum().item())
+    pairs = as_pair_index(edge_index, n)
+    # An undirected edge stands for two ordered pairs, a self loop for one.
+    loops = pairs.num_self_pairs() if edges == "undirected" else 0
+    num_pairs = pairs.num_pairs * (2 if edges == "undirected" else 1) - loops
     w0, w1 = pair_weights(weighting, n, num_pairs)
     if weighting == "none" and num_pairs < 0.01 * float(n) ** 2:
         warnings.warn(f"kind='{kind}' without weighting on a graph of density {num_pairs / float(n) ** 2:.2g} < 1%: "
@@ -176,8 +176,27 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor, num_nodes: int | None = N
                       "use weighting='balanced' or kind='weighted-bce'.", stacklevel=2)
     if num_samples is None:
         num_samples = max(1, int(round(neg_ratio * num_pairs / 2)))
-    s = (z[u] * z[v]).sum(-1)
-    edge = (mult * (w1 * loss.l1(s) - w0 * loss.l0(s))).sum()
+    s = pairs.logits(z)
+    per_pair = w1 * loss.l1(s) - w0 * loss.l0(s)
+    edge = per_pair.sum() * (2 if edges == "undirected" else 1)
+    if loops:
+        edge = edge - per_pair[pairs.self_pair_mask()].sum()
     d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
                    block_size=block_size, memory_budget=memory_budget)
     return w0 * d + edge
+
+
+def as_pair_index(edge_index: Tensor | PairIndex, num_nodes: int) -> PairIndex:
+    """A :class:`PairIndex` for ``edge_index: (2, E)`` node indices (or the index itself)."""
+    if isinstance(edge_index, PairIndex):
+        if edge_index.num_nodes != num_nodes:
+            raise ParameterError("edge_index", "reconstruction_loss", f"a PairIndex over num_nodes={num_nodes}",
+                                 f"a PairIndex over {edge_index.num_nodes} nodes")
+        return edge_index
+    if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise ParameterError("edge_index", "reconstruction_loss", "a tensor of shape (2, E)",
+                             tuple(getattr(edge_index, "shape", ())) or type(edge_index).__name__)
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise ParameterError("edge_index", "reconstruction_loss", f"node indices in [0, {num_nodes})",
+                             f"indices in [{int(edge_index.min())}, {int(edge_index.max())}]")
+    return PairIndex.from_pairs(edge_index, num_nodes)

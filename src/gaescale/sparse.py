@@ -81,3 +81,98 @@ def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
     if x.dtype != op.dtype:
         op = op.to(x.dtype)
     return _SpMM.apply(x.contiguous(), op)
+
+
+class PairIndex:
+    """A multiset of ordered node pairs ``(i_k, j_k)``, ``k < m``, stored as a CSR pattern (sorted by ``i``).
+
+    It computes the logits ``s_k = z_i . z_j`` of ``z: (N, d)`` with one sampled dense-dense product,
+    and their gradient with two sparse-dense products (``G z`` and ``G^T z`` for ``G`` holding
+    ``dL/ds``), instead of gathers and scatters of ``m x d`` rows (measured 5-10x slower on CPU).
+    Pairs are kept in CSR order; losses are sums over pairs, so the order does not matter.
+    """
+
+    def __init__(self, indptr: torch.Tensor, cols: torch.Tensor, num_nodes: int):
+        self.indptr = indptr.to(torch.int64)
+        self.cols = cols.to(torch.int64)
+        self.num_nodes = int(num_nodes)
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.cols.numel())
+
+    @classmethod
+    def from_pairs(cls, pairs: torch.Tensor, num_nodes: int) -> "PairIndex":
+        """From ``pairs: (2, m)`` int node indices (sorted by the first row here if they are not already)."""
+        i, j = pairs[0].to(torch.int64), pairs[1].to(torch.int64)
+        if i.numel() > 1 and not bool((i[1:] >= i[:-1]).all()):
+            order = torch.argsort(i, stable=True)
+            i, j = i[order], j[order]
+        counts = torch.bincount(i, minlength=num_nodes)
+        return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
+
+    @classmethod
+    def uniform(cls, num_nodes: int, num_pairs: int, generator: torch.Generator | None = None) -> "PairIndex":
+        """``num_pairs`` pairs drawn independently and uniformly from all ``N^2`` ordered pairs.
+
+        The first nodes are drawn, then only their counts per node are kept (the CSR row lengths):
+        the multiset of pairs has exactly the distribution of i.i.d. uniform draws.
+        """
+        i = torch.randint(0, num_nodes, (num_pairs,), generator=generator)
+        j = torch.randint(0, num_nodes, (num_pairs,), generator=generator)
+        counts = torch.bincount(i, minlength=num_nodes)
+        return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
+
+    def num_self_pairs(self) -> int:
+        """How many pairs are ``(i, i)`` (computed once)."""
+        if not hasattr(self, "_self_pairs"):
+            self._self_pairs = int((self.rows() == self.cols).sum())
+        return self._self_pairs
+
+    def self_pair_mask(self) -> torch.Tensor:
+        return self.rows() == self.cols
+
+    def rows(self) -> torch.Tensor:
+        """``(m,)`` the first node of each pair, in CSR order."""
+        return torch.repeat_interleave(torch.arange(self.num_nodes), self.indptr.diff())
+
+    def pairs(self) -> torch.Tensor:
+        """``(2, m)`` the pairs in CSR order."""
+        return torch.stack([self.rows(), self.cols])
+
+    def _csr(self, values: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(self.indptr, self.cols, values, (self.num_nodes, self.num_nodes),
+                                           check_invariants=False)
+
+    def logits(self, z: torch.Tensor) -> torch.Tensor:
+        """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)``; differentiable in ``z``."""
+        if z.shape[0] != self.num_nodes:
+            raise ValueError(f"z has {z.shape[0]} rows but the pairs index {self.num_nodes} nodes")
+        return _PairDot.apply(z.contiguous(), self)
+
+
+class _PairDot(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, z, pidx: PairIndex):
+        ctx.save_for_backward(z)
+        ctx.pidx = pidx
+        if pidx.num_pairs == 0:
+            return z.new_zeros(0)
+        pattern = pidx._csr(z.new_ones(pidx.num_pairs))
+        return torch.sparse.sampled_addmm(pattern, z, z.T, beta=0.0).values()
+
+    @staticmethod
+    def backward(ctx, grad_s):
+        (z,) = ctx.saved_tensors
+        pidx: PairIndex = ctx.pidx
+        if pidx.num_pairs == 0:
+            return torch.zeros_like(z), None
+        g = grad_s.contiguous()
+        # dL/dz_i += g_k z_j (rows: G z);  dL/dz_j += g_k z_i (columns: G^T z)
+        out = torch.sparse.mm(pidx._csr(g), z)
+        gt = sp.csr_matrix((g.detach().numpy(), pidx.cols.numpy(), pidx.indptr.numpy()),
+                           shape=(pidx.num_nodes, pidx.num_nodes)).T
+        out += torch.from_numpy(np.asarray(gt @ z.detach().numpy()))
+        return out, None

@@ -15,6 +15,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from .errors import GaescaleError
 from .graph import Graph
 from .models import decode
+from .sparse import PairIndex
 
 
 class NonFiniteLossError(GaescaleError):
@@ -42,7 +43,7 @@ class FitResult:
         return statistics.median(self.train_seconds) if self.train_seconds else 0.0
 
 
-def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor, *,
+def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex, *,
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None) -> FitResult:
@@ -50,6 +51,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one."""
     loss_kwargs = dict(loss_kwargs or {})
+    if isinstance(train_edges, torch.Tensor):
+        train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
     gen = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: list[dict[str, Any]] = []
