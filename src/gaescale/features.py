@@ -6,7 +6,15 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputFileError
-from .io import EdgeList, _as_ids, _suffix, check_file, sniff_text
+from .io import EdgeList, _as_ids, _data_lines, _line_numbers, _split, _suffix, check_file, check_features, sniff_text
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+        return True
+    except ValueError:
+        return False
 
 
 def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
@@ -27,7 +35,7 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
             raise
         except Exception as exc:
             raise InputFileError(p, f"not a readable .{ext} array ({type(exc).__name__}: {exc}).") from None
-        return None, _numeric(p, loaded)
+        return None, check_features(p, loaded)
     if ext in ("parquet", "pq"):
         import pyarrow.parquet as pq
         try:
@@ -36,11 +44,20 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
             raise InputFileError(p, f"not a readable Parquet file ({type(exc).__name__}: {exc}).") from None
     else:
         import pandas as pd
-        sep, has_header, _ = sniff_text(p, "auto")
+        sep, _, _ = sniff_text(p, "no")
+        first = next(_data_lines(p))[1]
+        # Feature values are numbers, so a first line with a non-number among them is a header.
+        has_header = not all(_is_number(t) for t in _split(first, sep)[1:])
         try:
             df = pd.read_csv(p, sep=sep or r"\s+", header=0 if has_header else None, comment="#")
         except (pd.errors.ParserError, ValueError) as exc:
             raise InputFileError(p, f"could not parse the feature table ({exc}).") from None
+        for c in df.columns[1:]:
+            if df[c].dtype.kind not in "iufb":
+                bad = pd.to_numeric(df[c], errors="coerce").isna() & df[c].notna()
+                row = int(np.argmax(bad.to_numpy())) if bad.any() else int(np.argmax(df[c].isna().to_numpy()))
+                raise InputFileError(p, f"feature values must be numbers. Got {df[c].iloc[row]!r}.",
+                                     line=_line_numbers(p, has_header)[row], field=str(c))
     if df.shape[1] < 2:
         raise InputFileError(p, f"expected an id column and at least one feature column. Got {df.shape[1]} column(s).")
     ids = _as_ids(p, df.iloc[:, 0].to_numpy(), "auto", str(df.columns[0]))
@@ -48,20 +65,7 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
     for c in values.columns:
         if values[c].dtype.kind not in "iufb":
             raise InputFileError(p, f"feature values must be numeric. Got {values[c].dtype} values.", field=str(c))
-    return ids, _numeric(p, values.to_numpy())
-
-
-def _numeric(p: Path, a: np.ndarray) -> np.ndarray:
-    if a.ndim == 1:
-        a = a[:, None]
-    if a.ndim != 2 or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
-        raise InputFileError(p, f"expected a 2-D numeric array of features. Got shape {a.shape}, dtype {a.dtype}.")
-    a = a.astype(np.float32)
-    bad = ~np.isfinite(a)
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        raise InputFileError(p, f"features must be finite. Got {a[r, c]} at row {r}, column {c}.")
-    return a
+    return ids, check_features(p, values.to_numpy())
 
 
 def attach_features(edges: EdgeList, path) -> EdgeList:

@@ -15,8 +15,8 @@ import numpy as np
 
 from .errors import InputFileError
 
-HEADER_WORDS = {"src", "dst", "source", "target", "from", "to", "u", "v", "node1", "node2", "head", "tail",
-                "id1", "id2", "source_id", "target_id", "src_id", "dst_id", "i", "j", "a", "b", "node", "neighbor"}
+HEADER_WORDS = {"src", "dst", "source", "target", "from", "to", "node1", "node2", "head", "tail", "id1", "id2",
+                "source_id", "target_id", "src_id", "dst_id", "node", "neighbor", "neighbour", "u", "v"}
 _INT = re.compile(r"^[+-]?\d+$")
 
 
@@ -85,8 +85,8 @@ def _read_npz(p: Path) -> EdgeList:
             raise InputFileError(p, f"'num_nodes' must be one integer >= 1. Got {nn_.tolist()!r}.", field="num_nodes")
         n = int(nn_.reshape(-1)[0])
     x = arrays.get("x")
-    if x is not None and (x.ndim != 2 or not np.issubdtype(x.dtype, np.number)):
-        raise InputFileError(p, f"'x' must be a 2-D numeric array. Got shape {x.shape}, dtype {x.dtype}.", field="x")
+    if x is not None:
+        x = check_features(p, x, field="x")
     if n is None and x is not None:
         n = x.shape[0]
     el = _from_index_array(p, arrays["edge_index"], n, field="edge_index")
@@ -94,6 +94,21 @@ def _read_npz(p: Path) -> EdgeList:
         raise InputFileError(p, f"'x' has {x.shape[0]} rows but the graph has {el.num_nodes} nodes.", field="x")
     el.x = x
     return el
+
+
+def check_features(p: Path, a: np.ndarray, field: str | None = None) -> np.ndarray:
+    """A finite ``(N, F)`` float32 feature matrix, or an error naming the first bad row and column."""
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise InputFileError(p, f"expected a 2-D numeric array of features. Got shape {a.shape}, dtype {a.dtype}.",
+                             field=field)
+    a = a.astype(np.float32)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise InputFileError(p, f"features must be finite. Got {a[r, c]} at row {r}, column {c}.", field=field)
+    return a
 
 
 def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str | None = None) -> EdgeList:
@@ -124,15 +139,13 @@ def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str 
 
 def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Contiguous indices for the ids in ``src`` and ``dst``: returns ``(edge_index (2, E), node_ids (N,))``.
-    Integer ids are sorted; string ids keep the order of first appearance."""
-    both = np.concatenate([src, dst])
-    if both.dtype.kind in "iu":
-        uniq, inv = np.unique(both, return_inverse=True)
-    else:
-        import pandas as pd
-        inv, uniq = pd.factorize(both)
-        uniq = np.asarray(uniq, dtype=object)
-    return inv.reshape(2, -1).astype(np.int64), uniq
+    Integer ids are sorted; string ids keep the order of first appearance, row by row."""
+    if src.dtype.kind in "iu" and dst.dtype.kind in "iu":
+        uniq, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        return inv.reshape(2, -1).astype(np.int64), uniq
+    import pandas as pd
+    inv, uniq = pd.factorize(np.stack([src, dst], axis=1).ravel())
+    return inv.reshape(-1, 2).T.astype(np.int64), np.asarray(uniq, dtype=object)
 
 
 def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.ndarray:
@@ -143,7 +156,7 @@ def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.n
         bad = ~np.isfinite(col) | (col != np.round(col))
         if bad.any():
             i = int(np.argmax(bad))
-            raise InputFileError(p, f"node id {col[i]!r} is not an integer or a string id.",
+            raise InputFileError(p, f"node id {col[i].item()!r} is not an integer or a string id.",
                                  line=line_of(i) if line_of else None, field=name)
         return col.astype(np.int64) if ids != "str" else col.astype(np.int64).astype(str).astype(object)
     s = np.asarray(col, dtype=object)
@@ -214,7 +227,8 @@ def sniff_text(p: Path, header: str) -> tuple[str | None, bool, int]:
         raise InputFileError(p, "no data lines (only blank lines or '#' comments).")
     first = head[0][1]
     ext = _suffix(p)
-    sep = "," if (ext == "csv" or "," in first) else "\t" if (ext == "tsv" or "\t" in first) else None
+    # Commas win; a .tsv splits on tabs only (ids may hold spaces); otherwise any run of whitespace.
+    sep = "," if "," in first else "\t" if ext == "tsv" else None
     toks = _split(first, sep)
     if header == "auto":
         second_numeric = len(head) > 1 and all(_INT.match(t) for t in _split(head[1][1], sep)[:2])
@@ -227,8 +241,8 @@ def sniff_text(p: Path, header: str) -> tuple[str | None, bool, int]:
     return sep, has_header, len(toks)
 
 
-def _diagnose_text(p: Path, sep, has_header: bool, ncols: int) -> None:
-    """Scan line by line for the first malformed line and raise an error naming it."""
+def _diagnose_text(p: Path, sep, has_header: bool) -> None:
+    """Scan line by line for the first line without two ids and raise an error naming it."""
     items = _data_lines(p)
     if has_header:
         next(items, None)
@@ -236,9 +250,6 @@ def _diagnose_text(p: Path, sep, has_header: bool, ncols: int) -> None:
         toks = _split(line, sep)
         if len(toks) < 2 or any(t == "" for t in toks[:2]):
             raise InputFileError(p, f"expected at least 2 columns (source, target). Got {len(toks)}: {line!r}.",
-                                 line=no)
-        if len(toks) != ncols:
-            raise InputFileError(p, f"expected {ncols} columns like the first line. Got {len(toks)}: {line!r}.",
                                  line=no)
 
 
@@ -249,20 +260,19 @@ def _line_numbers(p: Path, has_header: bool) -> list[int]:
 
 def _read_text(p: Path, ids: str, header: str) -> EdgeList:
     import pandas as pd
-    sep, has_header, ncols = sniff_text(p, header)
-    kwargs = dict(sep=sep if sep else r"\s+", header=None, comment="#", skip_blank_lines=True,
-                  usecols=[0, 1], names=list(range(ncols)), engine="c", skiprows=0)
-    if has_header:
-        kwargs["header"] = 0
+    sep, has_header, _ = sniff_text(p, header)
+    # Columns after the first two (weights, timestamps) are not read.
     try:
-        df = pd.read_csv(p, dtype={0: str, 1: str} if ids == "str" else None, **kwargs)
+        df = pd.read_csv(p, sep=sep if sep else r"\s+", header=0 if has_header else None, comment="#",
+                         skip_blank_lines=True, usecols=[0, 1], engine="c", dtype=str if ids == "str" else None)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        _diagnose_text(p, sep, has_header, ncols)
+        _diagnose_text(p, sep, has_header)
         raise InputFileError(p, f"could not parse the edge list ({exc}).") from None
+    df.columns = [0, 1]
     if len(df) == 0:
         raise InputFileError(p, "the edge list has no edges (only a header, blank lines or comments).")
     if df.isna().any(axis=None):
-        _diagnose_text(p, sep, has_header, ncols)
+        _diagnose_text(p, sep, has_header)
         row = int(np.argmax(df.isna().any(axis=1).to_numpy()))
         raise InputFileError(p, "missing node id.", line=_line_numbers(p, has_header)[row])
     lines = None

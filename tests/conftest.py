@@ -1,0 +1,37 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data():
+    """../shared/data beside the checkout; tests that need it skip where it is absent (a user's clone)."""
+    if not (SHARED / "cora.npz").exists():
+        pytest.skip(f"shared data not found at {SHARED} (only present in the project's workspace)")
+    return SHARED
+
+
+def random_edges(n: int, e: int, seed: int = 0) -> np.ndarray:
+    """(2, e) random undirected edges u < v, unique, no loops."""
+    rng = np.random.default_rng(seed)
+    keys = set()
+    while len(keys) < e:
+        u, v = sorted(rng.integers(0, n, 2).tolist())
+        if u != v:
+            keys.add((u, v))
+    return np.array(sorted(keys), dtype=np.int64).T
+
+
+def dense_adjacency(edge_index: np.ndarray, n: int) -> torch.Tensor:
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edge_index[0], edge_index[1]] = 1
+    a[edge_index[1], edge_index[0]] = 1
+    return a
+
+
+# Unit tests use small tensors: one thread avoids OpenMP spin-waits when the machine is shared.
+torch.set_num_threads(1)

@@ -1,0 +1,169 @@
+"""Every loss kind x dense strategy against an independent dense float64 computation."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gaescale.errors import ParameterError
+from gaescale.losses import KINDS, LOSS_NAMES, reconstruction_loss
+from gaescale.sparse import PairIndex
+
+from conftest import dense_adjacency, random_edges
+
+N, D = 60, 4
+
+
+def dense_reference(z, a, kind, weighting):
+    """sum_ij w(a_ij) l(s_ij, a_ij) written out on the dense N x N matrix."""
+    s = z @ z.T
+    if kind in ("bce", "weighted-bce"):
+        per = torch.where(a > 0, F.binary_cross_entropy_with_logits(s, torch.ones_like(s), reduction="none"),
+                          F.binary_cross_entropy_with_logits(s, torch.zeros_like(s), reduction="none"))
+    elif kind == "mse":
+        per = (torch.sigmoid(s) - a) ** 2
+    else:
+        per = (s - a) ** 2
+    p, e = float(z.shape[0]) ** 2, float(a.sum())
+    if weighting == "none":
+        w1 = w0 = 1 / p
+    elif weighting == "balanced":
+        w0, w1 = 1 / p, 1 / e
+    else:  # GAE paper, written as in its reference code: norm * mean(weighted BCE)
+        pos_weight, norm = (p - e) / e, p / (2 * (p - e))
+        w0, w1 = norm / p, norm * pos_weight / p
+    return (torch.where(a > 0, w1 * per, w0 * per)).sum()
+
+
+CASES = [(k, w) for k in ("bce", "mse", "linear-mse") for w in ("none", "balanced", "gae")] + [("weighted-bce", None)]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    ei = random_edges(N, 150, seed=7)
+    return torch.from_numpy(ei), dense_adjacency(ei, N)
+
+
+def _z(seed=0):
+    return (0.5 * torch.randn(N, D, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))).requires_grad_()
+
+
+@pytest.mark.parametrize("kind,weighting,dense", [(k, w, "exact") for k, w in CASES]
+                         + [(k, w, "closed") for k, w in CASES if k == "linear-mse"])
+def test_exact_and_closed_match_dense_value_and_gradient(graph, kind, weighting, dense):
+    ei, a = graph
+    ref_kind_weighting = "gae" if kind == "weighted-bce" else weighting
+    z = _z()
+    got = reconstruction_loss(z, ei, N, kind=kind, dense=dense, weighting=weighting, block_size=7)
+    ref = dense_reference(z, a, kind, ref_kind_weighting)
+    assert torch.allclose(got, ref, rtol=1e-10, atol=1e-12)
+    g_got, = torch.autograd.grad(got, z)
+    g_ref, = torch.autograd.grad(ref, z)
+    assert torch.allclose(g_got, g_ref, rtol=1e-8, atol=1e-12)
+    assert torch.autograd.gradcheck(
+        lambda z: reconstruction_loss(z, ei, N, kind=kind, dense=dense, weighting=weighting, block_size=13), (z,))
+
+
+@pytest.mark.parametrize("kind,weighting", CASES)
+def test_sampled_equals_formula_on_its_own_pairs_and_gradcheck(graph, kind, weighting):
+    ei, a = graph
+    z, m = _z(1), 500
+    got = reconstruction_loss(z, ei, N, kind=kind, dense="sampled", weighting=weighting, num_samples=m,
+                              generator=torch.Generator().manual_seed(5))
+    pairs = PairIndex.uniform(N, m, torch.Generator().manual_seed(5)).pairs()
+    # independent: dense term from the explicit pairs, edge term from the dense matrix
+    loss = KINDS["bce" if kind == "weighted-bce" else kind]
+    s = z @ z.T
+    w = "gae" if kind == "weighted-bce" else weighting
+    full = dense_reference(z, a, kind, w)
+    all_pairs_l0 = loss.l0(s).sum()
+    p, e = float(N) ** 2, float(a.sum())
+    w0 = {"none": 1 / p, "balanced": 1 / p, "gae": (p / (2 * (p - e))) / p}[w]
+    estimate = (full - w0 * all_pairs_l0) + w0 * loss.l0(s[pairs[0], pairs[1]]).sum() * p / m
+    assert torch.allclose(got, estimate, rtol=1e-10)
+    assert torch.autograd.gradcheck(
+        lambda z: reconstruction_loss(z, ei, N, kind=kind, weighting=weighting, num_samples=m,
+                                      generator=torch.Generator().manual_seed(5)), (z,))
+
+
+@pytest.mark.parametrize("kind", ["bce", "mse"])
+def test_sampled_is_unbiased(graph, kind):
+    ei, a = graph
+    z = _z(2).detach()
+    exact = reconstruction_loss(z, ei, N, kind=kind, dense="exact").item()
+    gen = torch.Generator().manual_seed(11)
+    draws = torch.tensor([reconstruction_loss(z, ei, N, kind=kind, num_samples=200, generator=gen).item()
+                          for _ in range(2000)])
+    se = draws.std().item() / math.sqrt(len(draws))
+    assert abs(draws.mean().item() - exact) < 3 * se
+    assert se > 0
+
+
+def test_edges_ordered_equals_undirected(graph):
+    ei, _ = graph
+    z = _z(3)
+    both = torch.cat([ei, ei.flip(0)], 1)
+    a = reconstruction_loss(z, ei, N, dense="exact", edges="undirected")
+    b = reconstruction_loss(z, both, N, dense="exact", edges="ordered")
+    assert torch.allclose(a, b)
+
+
+@pytest.mark.filterwarnings("ignore:kind='mse' without weighting")
+def test_self_loops_count_once(graph):
+    z = _z(4)
+    loops = torch.tensor([[0, 3, 5], [0, 3, 9]])
+    a = dense_adjacency(loops.numpy(), N)
+    got = reconstruction_loss(z, loops, N, kind="mse", dense="exact", weighting="none")
+    assert torch.allclose(got, dense_reference(z, a, "mse", "none"))
+
+
+def test_prebuilt_pair_index_gives_same_loss(graph):
+    ei, _ = graph
+    z = _z(5)
+    a = reconstruction_loss(z, ei, N, dense="exact")
+    b = reconstruction_loss(z, PairIndex.from_pairs(ei, N), N, dense="exact")
+    assert torch.allclose(a, b)
+
+
+def test_bce_uses_a_stable_form_for_large_logits():
+    z = torch.tensor([[30.0], [30.0], [-30.0]], requires_grad=True)
+    ei = torch.tensor([[0], [2]])
+    out = reconstruction_loss(z, ei, 3, dense="exact", weighting="none")
+    out.backward()
+    assert torch.isfinite(out) and torch.isfinite(z.grad).all()
+    assert out.item() > 50  # softplus(900) ~ 900: not clipped by an epsilon inside a log
+
+
+def test_unweighted_loss_on_sparse_graph_warns(graph):
+    ei, _ = graph
+    big = torch.cat([ei, torch.tensor([[0], [999]])], 1)
+    with pytest.warns(UserWarning, match="weighting='balanced'"):
+        reconstruction_loss(torch.randn(1000, 2), big, 1000, weighting="none")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(kind="hinge"), "'kind' parameter of reconstruction_loss must be one of"),
+    (dict(dense="closed"), "'dense' parameter"),
+    (dict(dense="blocks"), "'dense' parameter"),
+    (dict(weighting="pos"), "'weighting' parameter"),
+    (dict(kind="weighted-bce", weighting="none"), "'weighting' parameter"),
+    (dict(edges="both"), "'edges' parameter"),
+])
+def test_bad_parameters_have_named_messages(graph, kwargs, match):
+    ei, _ = graph
+    with pytest.raises(ParameterError, match=match):
+        reconstruction_loss(_z(), ei, N, **kwargs)
+
+
+def test_bad_edge_index_shape_and_range():
+    z = torch.randn(4, 2)
+    with pytest.raises(ParameterError, match="shape \\(2, E\\)"):
+        reconstruction_loss(z, torch.zeros(3, 5, dtype=torch.long), 4)
+    with pytest.raises(ParameterError, match="node indices in \\[0, 4\\)"):
+        reconstruction_loss(z, torch.tensor([[0], [4]]), 4)
+
+
+def test_every_loss_name_is_tested():
+    tested = {k for k, _ in CASES}
+    assert tested == set(LOSS_NAMES)
