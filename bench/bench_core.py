@@ -21,6 +21,8 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import psutil
+
 BENCH = Path(__file__).resolve().parent
 GiB = 2 ** 30
 
@@ -48,7 +50,6 @@ background: dict[str, float] = {}
 
 def _cpu_seconds() -> tuple[float, float]:
     """(CPU seconds busy on the whole machine, CPU seconds of this process's finished children)."""
-    import psutil
     c = psutil.cpu_times()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return sum(c) - c.idle - getattr(c, "iowait", 0.0), kids.ru_utime + kids.ru_stime
@@ -111,7 +112,6 @@ def run_pyg(args: argparse.Namespace) -> dict:
 
 
 def machine() -> dict:
-    import psutil
     cpu = "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
