@@ -87,9 +87,9 @@ class GCN(nn.Module):
                 h = op @ lin(h)
             else:
                 h = lin(op @ h)
-            h = h + b
+            h = h.add_(b) if h.requires_grad and h.grad_fn is not None else h + b  # in place: saves an (N, w) buffer
             if i < len(self.lins) - 1:
-                h = torch.relu(h)
+                h = torch.relu_(h)
                 if self.dropout and self.training:
                     h = nn.functional.dropout(h, self.dropout, training=True)
         return h

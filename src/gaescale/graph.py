@@ -44,7 +44,7 @@ def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray,
 class Graph:
     """An undirected graph without self loops, stored as a symmetric CSR adjacency.
 
-    ``indptr: (N + 1,)`` and ``indices: (2E,)`` hold both directions of every edge. Derived
+    ``indptr: (N + 1,)`` int64 and ``indices: (2E,)`` (int32 when N < 2^31) hold both directions of every edge. Derived
     operators (the GCN normalisation, the mean aggregator) are computed once, on first use.
     """
 
@@ -64,7 +64,8 @@ class Graph:
         rows, cols = np.concatenate([u, v]), np.concatenate([v, u])
         adj = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(num_nodes, num_nodes))
         adj.sort_indices()
-        return cls(adj.indptr.astype(np.int64), adj.indices.astype(np.int64), int(num_nodes), stats)
+        # indices stay int32 when N allows (SciPy's choice): half the memory of int64
+        return cls(adj.indptr.astype(np.int64), adj.indices, int(num_nodes), stats)
 
     @property
     def num_edges(self) -> int:
@@ -85,7 +86,7 @@ class Graph:
         """``(2, E)`` int64: every undirected edge once, ``u < v``."""
         rows = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.degree)
         keep = rows < self.indices
-        return np.stack([rows[keep], self.indices[keep]])
+        return np.stack([rows[keep], self.indices[keep].astype(np.int64)])
 
     @cached_property
     def gcn_operator(self) -> SparseOperator:

@@ -77,6 +77,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
 
     split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
+    num_edges = graph.num_edges
+    del graph  # from here on only the training graph is needed
     train_graph = split.train_graph()
     log(f"split: {split.train.shape[1]:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test edges")
 
@@ -98,7 +100,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         metrics["test_auc"], metrics["test_ap"] = link_scores(z, split.test_pos, split.test_neg)
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
-                   peak_rss_bytes=peak_rss_bytes(), num_nodes=data.num_nodes, num_edges=graph.num_edges,
+                   peak_rss_bytes=peak_rss_bytes(), num_nodes=data.num_nodes, num_edges=num_edges,
                    train_edges=int(split.train.shape[1]), torch_threads=torch.get_num_threads(),
                    history=result.history)
     embeddings = z.numpy().astype(np.float32)

@@ -42,22 +42,23 @@ class SparseOperator:
         self.shape = m.shape
         self.symmetric = symmetric
         self.dtype = dtype
-        self._scipy = m
-        self.csr = _to_torch_csr(m, dtype)
+        self.csr = _to_torch_csr(m, dtype)  # the only copy kept: scipy() is a view of it
         self.csr_t = self.csr if symmetric else _to_torch_csr(m.T.tocsr(), dtype)
 
     @property
     def nnz(self) -> int:
-        return int(self._scipy.nnz)
+        return int(self.csr.values().numel())
 
     def to(self, dtype: torch.dtype) -> "SparseOperator":
         """The same operator with values of another floating dtype (e.g. float64 for gradcheck)."""
         if dtype == self.dtype:
             return self
-        return SparseOperator(self._scipy, symmetric=self.symmetric, dtype=dtype)
+        return SparseOperator(self.scipy(), symmetric=self.symmetric, dtype=dtype)
 
     def scipy(self) -> sp.csr_matrix:
-        return self._scipy
+        """``A`` as SciPy CSR, sharing memory with the torch tensors."""
+        c = self.csr
+        return sp.csr_matrix((c.values().numpy(), c.col_indices().numpy(), c.crow_indices().numpy()), shape=self.shape)
 
     def __matmul__(self, x: torch.Tensor) -> torch.Tensor:
         return spmm(self, x)
