@@ -20,7 +20,7 @@ def test_csv_with_header_and_string_ids(tmp_path):
     f.write_text("source,target\nalice,bob\n# a comment\nbob,carol\n\ncarol,alice\n")
     el = read_edges(f)
     assert el.num_nodes == 3
-    assert el.node_ids.tolist() == ["alice", "bob", "carol"]  # order of first appearance
+    assert el.node_ids.tolist() == ["alice", "bob", "carol"]  # first appearance: sources, then targets
     assert _edges_as_id_pairs(el) == [("alice", "bob"), ("bob", "carol"), ("carol", "alice")]
 
 
@@ -81,8 +81,8 @@ def test_keyed_feature_table_aligns_by_id_and_adds_isolated_nodes(tmp_path):
     feats = tmp_path / "f.csv"
     feats.write_text("id,f1,f2\na,1,10\nb,2,20\nc,3,30\nd,4,40\n")
     el = attach_features(read_edges(e), feats)
-    assert el.node_ids.tolist() == ["b", "a", "c", "d"]
-    assert el.x.tolist() == [[2, 20], [1, 10], [3, 30], [4, 40]]
+    assert el.node_ids.tolist() == ["b", "c", "a", "d"]
+    assert el.x.tolist() == [[2, 20], [3, 30], [1, 10], [4, 40]]
     assert el.num_nodes == 4
 
 

@@ -139,13 +139,15 @@ def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str 
 
 def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Contiguous indices for the ids in ``src`` and ``dst``: returns ``(edge_index (2, E), node_ids (N,))``.
-    Integer ids are sorted; string ids keep the order of first appearance, row by row."""
-    if src.dtype.kind in "iu" and dst.dtype.kind in "iu":
-        uniq, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    Integer ids are sorted; string ids keep the order of first appearance in the source column, then
+    in the target column."""
+    both = np.concatenate([src, dst])
+    if both.dtype.kind in "iu":
+        uniq, inv = np.unique(both, return_inverse=True)
         return inv.reshape(2, -1).astype(np.int64), uniq
     import pandas as pd
-    inv, uniq = pd.factorize(np.stack([src, dst], axis=1).ravel())
-    return inv.reshape(-1, 2).T.astype(np.int64), np.asarray(uniq, dtype=object)
+    inv, uniq = pd.factorize(pd.array(both, dtype="str"))  # Arrow-backed hashing: ~2x faster than on objects
+    return inv.reshape(2, -1).astype(np.int64), np.asarray(uniq, dtype=object)
 
 
 def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.ndarray:
@@ -159,9 +161,9 @@ def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.n
             raise InputFileError(p, f"node id {col[i].item()!r} is not an integer or a string id.",
                                  line=line_of(i) if line_of else None, field=name)
         return col.astype(np.int64) if ids != "str" else col.astype(np.int64).astype(str).astype(object)
-    s = np.asarray(col, dtype=object)
+    s = np.asarray(col, dtype=object)  # parsed text: str objects already
     if ids == "str":
-        return s.astype(str).astype(object)
+        return s
     is_int = np.array([bool(_INT.match(str(v))) for v in s[: min(len(s), 100_000)]]) if len(s) else np.array([])
     if ids == "int" or (is_int.size and is_int.mean() > 0.5):
         full = np.fromiter((bool(_INT.match(str(v))) for v in s), bool, len(s))
@@ -171,7 +173,7 @@ def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.n
             raise InputFileError(p, f"expected an integer node id. Got {s[i]!r}{hint}.",
                                  line=line_of(i) if line_of else None, field=name)
         return s.astype(np.int64)
-    return s.astype(str).astype(object)
+    return s
 
 
 def _read_parquet(p: Path, ids: str) -> EdgeList:
