@@ -63,6 +63,8 @@ BAD = {
                           r"The 'lr' parameter of train must be a float > 0\. Got '-1' instead\."),
     "bad hidden": (lambda t: ["train", _write(t, "e.txt", RING), "--hidden", "16,x"],
                    r"The 'hidden' parameter of train must be a comma-separated list of ints >= 1"),
+    "linear with hidden": (lambda t: ["train", _write(t, "e.txt", RING), "--encoder", "linear", "--hidden", "16"],
+                           r"The 'hidden' parameter of train must be empty with encoder='linear'"),
     "closed with bce": (lambda t: ["train", _write(t, "e.txt", RING), "--dense", "closed"],
                         r"The 'dense' parameter of train must be 'sampled' or 'exact' unless loss='linear-mse'"),
 }

@@ -56,3 +56,12 @@ def test_cora_gae_paper_setting(shared_data, tmp_path):
                        quiet=True, seed=0)
     assert r.metrics["epochs"] == 200
     assert r.metrics["test_auc"] >= 0.89, r.metrics["test_auc"]
+
+
+@pytest.mark.parametrize("options", [dict(encoder="sage"), dict(encoder="linear"), dict(variational=True),
+                                     dict(loss="weighted-bce", dense="exact"), dict(loss="mse")])
+def test_every_model_option_trains(options):
+    data = community_graph(1500, 7000, seed=4)
+    r = gaescale.train(data=data, dim=8, epochs=40, quiet=True, **options)
+    assert r.embeddings.shape == (1500, 8)
+    assert r.metrics["test_auc"] > 0.7, (options, r.metrics["test_auc"])

@@ -26,6 +26,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults:
                 continue
             default = defaults.get(f.name, f.default)
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            if f.name == "hidden" and default is None:
+                shown = "32 for gcn/sage, none for linear"
             help_ = f.metadata["help"] + ("" if f.metadata["rule"] == "bool" else f" (default: {shown})")
             if f.metadata["rule"] == "bool":
                 g.add_argument(_flag(f.name), dest=f.name, action="store_true", help=help_)

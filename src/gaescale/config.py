@@ -32,7 +32,12 @@ class TrainConfig:
                     group="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", group="input",
                        choices=("auto", "yes", "no"))
-    hidden: tuple = _opt((32,), "hidden layer widths, comma separated (e.g. 16,16)", "ints", group="model")
+    encoder: str = _opt("gcn", "encoder: gcn (Kipf & Welling), sage (GraphSAGE, mean aggregator), linear "
+                               "(one-hop A_hat X W, no hidden layers)", "choice", group="model",
+                        choices=("gcn", "sage", "linear"))
+    variational: bool = _opt(False, "train a VGAE (Gaussian embeddings, KL term) instead of a GAE", "bool",
+                             group="model")
+    hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none", "ints", group="model")
     dim: int = _opt(16, "embedding dimension d (the last layer's width)", "int>=1", group="model")
     dropout: float = _opt(0.0, "dropout between encoder layers", "float[0,1)", group="model")
     loss: str = _opt("bce", "reconstruction loss kind", "choice", choices=LOSS_NAMES)
@@ -57,6 +62,11 @@ class TrainConfig:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             setattr(self, f.name, _check(f, getattr(self, f.name)))
+        if self.encoder == "linear" and self.hidden:
+            raise ParameterError("hidden", "train", "empty with encoder='linear' (it has no hidden layers)",
+                                 ",".join(map(str, self.hidden)))
+        if self.hidden is None:
+            self.hidden = () if self.encoder == "linear" else (32,)
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
@@ -103,13 +113,16 @@ def _check(f: dataclasses.Field, value):
             return value
         raise bad(f"one of {[c for c in f.metadata['choices'] if c is not None]}")
     if rule == "ints":
+        if value is None:
+            return None
         try:
-            items = [int(p) for p in value.split(",")] if isinstance(value, str) else [int(p) for p in value]
+            items = ([int(p) for p in value.split(",")] if value.strip() else []) if isinstance(value, str) \
+                else [int(p) for p in value]
             if all(i >= 1 for i in items) and (isinstance(value, str) or all(float(p) == int(p) for p in value)):
                 return tuple(items)
         except (TypeError, ValueError):
             pass
-        raise bad("a comma-separated list of ints >= 1 (e.g. '16,16'), or an empty list is not allowed")
+        raise bad("a comma-separated list of ints >= 1 (e.g. '16,16')")
     if rule.startswith("int"):
         low = int(rule.split(">=")[1])
         try:

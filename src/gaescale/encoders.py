@@ -44,52 +44,116 @@ class _Propagated:
         return self._value
 
 
-class GCN(nn.Module):
-    """Graph convolutional encoder (Kipf & Welling): ``H' = A_hat H W + b`` with ReLU between layers.
+class _Stacked(nn.Module):
+    """Layers of widths ``in_dim -> dims[0] -> ... -> dims[-1]`` with bias, ReLU and dropout between them.
+    ``in_dim=None`` (featureless): identity input features, i.e. each first-layer weight is an ``(N, h1)`` table."""
 
-    ``GCN(in_dim, [h1, ..., d])``: ``in_dim`` features per node, hidden widths, output width ``d``.
-    ``in_dim=None`` with ``num_nodes`` gives a featureless encoder with identity input features,
-    stored as the learnable first-layer table ``W1: (N, h1)`` (``A_hat I W1 = A_hat W1``).
-    Each layer multiplies by ``W`` before propagating when that narrows the features, so every
-    sparse product runs at the smaller width; ``A_hat X`` of a constant input is computed once.
-    """
-
-    def __init__(self, in_dim: int | None, dims: Sequence[int], *, num_nodes: int | None = None,
-                 dropout: float = 0.0):
+    def __init__(self, owner: str, in_dim: int | None, dims: Sequence[int], num_nodes: int | None, dropout: float,
+                 weights_per_layer: int):
         super().__init__()
-        dims = _check_dims("GCN", in_dim, dims)
+        dims = _check_dims(owner, in_dim, dims)
         if in_dim is None and not (isinstance(num_nodes, int) and num_nodes >= 1):
-            raise ParameterError("num_nodes", "GCN", "an int >= 1 when in_dim is None (featureless)", num_nodes)
+            raise ParameterError("num_nodes", owner, "an int >= 1 when in_dim is None (featureless)", num_nodes)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ParameterError("dropout", owner, "a float in [0, 1)", dropout)
         self.featureless = in_dim is None
         widths = [num_nodes if in_dim is None else in_dim] + dims
-        self.lins = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(widths[:-1], widths[1:]))
+        self.layers = nn.ModuleList(
+            nn.ModuleList(nn.Linear(a, b, bias=False) for _ in range(weights_per_layer))
+            for a, b in zip(widths[:-1], widths[1:]))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(b)) for b in dims)
         self.dropout = float(dropout)
         self._cache = _Propagated()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for lin in self.lins:  # Glorot uniform, as in the GAE reference implementation
-            bound = math.sqrt(6.0 / (lin.in_features + lin.out_features))
-            nn.init.uniform_(lin.weight, -bound, bound)
+        for layer in self.layers:  # Glorot uniform, as in the GAE reference implementation
+            for lin in layer:
+                bound = math.sqrt(6.0 / (lin.in_features + lin.out_features))
+                nn.init.uniform_(lin.weight, -bound, bound)
         for b in self.biases:
             nn.init.zeros_(b)
 
+    @staticmethod
+    def _propagate(op: SparseOperator, lin: nn.Linear, h: torch.Tensor) -> torch.Tensor:
+        """``A h W^T``, multiplying by ``W`` first when that narrows the sparse product."""
+        return op @ lin(h) if lin.in_features > lin.out_features else lin(op @ h)
+
+    def _first(self, op: SparseOperator, lin: nn.Linear, x: torch.Tensor | None) -> torch.Tensor | None:
+        """``A X W^T`` for the first layer: a table product when featureless, cached ``A X`` for constant x."""
+        if self.featureless:
+            return op @ lin.weight.T  # A I W^T
+        if not x.requires_grad:
+            return self._cache(op, x) @ lin.weight.T
+        return None
+
+    def _finish(self, h: torch.Tensor, i: int) -> torch.Tensor:
+        b = self.biases[i]
+        h = h.add_(b) if h.grad_fn is not None else h + b  # in place when h is a fresh result: one buffer less
+        if i < len(self.layers) - 1:
+            h = torch.relu_(h)
+            if self.dropout and self.training:
+                h = nn.functional.dropout(h, self.dropout, training=True)
+        return h
+
+    @property
+    def lins(self) -> list[nn.Linear]:
+        """The first weight of each layer (the only one for GCN)."""
+        return [layer[0] for layer in self.layers]
+
+
+class GCN(_Stacked):
+    """Graph convolutional encoder (Kipf & Welling): ``H' = A_hat H W + b`` with ReLU between layers.
+
+    ``GCN(in_dim, [h1, ..., d])``: ``in_dim`` features per node, hidden widths, output width ``d``.
+    ``in_dim=None`` with ``num_nodes`` gives a featureless encoder with identity input features,
+    stored as the learnable first-layer table ``W1: (N, h1)`` (``A_hat I W1 = A_hat W1``).
+    ``GCN(in_dim, [d])`` is the linear one-hop encoder ``A_hat X W`` (see :func:`linear_encoder`).
+    Each layer multiplies by ``W`` before propagating when that narrows the features, so every
+    sparse product runs at the smaller width; ``A_hat X`` of a constant input is computed once.
+    """
+
+    def __init__(self, in_dim: int | None, dims: Sequence[int], *, num_nodes: int | None = None,
+                 dropout: float = 0.0):
+        super().__init__("GCN", in_dim, dims, num_nodes, dropout, weights_per_layer=1)
+
     def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
+        """``x: (N, F)`` or None, returns ``z: (N, d)``."""
         op = graph.gcn_operator
         h = x
-        for i, (lin, b) in enumerate(zip(self.lins, self.biases)):
-            if i == 0 and self.featureless:
-                h = op @ lin.weight.T  # identity features: A_hat I W1
-            elif i == 0 and not h.requires_grad:
-                h = self._cache(op, h) @ lin.weight.T  # (A_hat X) W1 with A_hat X cached
-            elif lin.in_features > lin.out_features:
-                h = op @ lin(h)
-            else:
-                h = lin(op @ h)
-            h = h.add_(b) if h.requires_grad and h.grad_fn is not None else h + b  # in place: saves an (N, w) buffer
-            if i < len(self.lins) - 1:
-                h = torch.relu_(h)
-                if self.dropout and self.training:
-                    h = nn.functional.dropout(h, self.dropout, training=True)
+        for i, (lin,) in enumerate(self.layers):
+            out = self._first(op, lin, h) if i == 0 else None
+            h = self._finish(out if out is not None else self._propagate(op, lin, h), i)
         return h
+
+
+def linear_encoder(in_dim: int | None, dim: int, *, num_nodes: int | None = None) -> GCN:
+    """The linear one-hop encoder ``Z = A_hat X W`` (Salha et al. 2020): one GCN layer, no activation."""
+    return GCN(in_dim, [dim], num_nodes=num_nodes)
+
+
+class SAGE(_Stacked):
+    """GraphSAGE encoder with the mean aggregator (Hamilton et al. 2017):
+    ``H' = H W_self + mean_{j in N(i)} h_j W_neigh + b``, ReLU between layers.
+
+    Same arguments as :class:`GCN`; featureless graphs get identity features (two ``(N, h1)`` tables).
+    """
+
+    def __init__(self, in_dim: int | None, dims: Sequence[int], *, num_nodes: int | None = None,
+                 dropout: float = 0.0):
+        super().__init__("SAGE", in_dim, dims, num_nodes, dropout, weights_per_layer=2)
+
+    def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
+        """``x: (N, F)`` or None, returns ``z: (N, d)``."""
+        op = graph.mean_operator
+        h = x
+        for i, (lin_self, lin_neigh) in enumerate(self.layers):
+            neigh = self._first(op, lin_neigh, h) if i == 0 else None
+            if neigh is None:
+                neigh = self._propagate(op, lin_neigh, h)
+            own = lin_self.weight.T if (i == 0 and self.featureless) else lin_self(h)
+            h = self._finish(neigh.add_(own) if neigh.grad_fn is not None else neigh + own, i)
+        return h
+
+
+ENCODERS = {"gcn": GCN, "sage": SAGE}

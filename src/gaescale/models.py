@@ -39,3 +39,36 @@ class GAE(nn.Module):
     def loss(self, z: torch.Tensor, edge_index: torch.Tensor, **kwargs) -> torch.Tensor:
         """The reconstruction loss (:func:`gaescale.losses.reconstruction_loss`) of ``z`` on ``edge_index: (2, E)``."""
         return reconstruction_loss(z, edge_index, z.shape[0], **kwargs)
+
+
+class VGAE(GAE):
+    """Variational graph autoencoder (Kipf & Welling 2016).
+
+    The encoder returns ``(N, 2d)``: the first ``d`` columns are the means ``mu``, the last ``d`` the
+    log standard deviations (as if two output heads shared the hidden layers). Training samples
+    ``z = mu + eps * exp(logstd)``; evaluation returns ``mu``. The loss adds the KL divergence to the
+    standard normal prior, weighted per node as in the VGAE paper: ``KL / N`` with KL averaged over nodes.
+    """
+
+    MAX_LOGSTD = 10.0
+
+    def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
+        """``z: (N, d)``; also keeps ``self.mu`` and ``self.logstd`` for :meth:`loss`."""
+        out = self.encoder(x, graph)
+        if out.shape[1] % 2:
+            raise ValueError(f"a VGAE encoder must return an even number of columns (mu, logstd); got {out.shape[1]}")
+        d = out.shape[1] // 2
+        self.mu, self.logstd = out[:, :d], out[:, d:].clamp(max=self.MAX_LOGSTD)
+        if not self.training:
+            return self.mu
+        return self.mu + torch.randn_like(self.mu) * self.logstd.exp()
+
+    encode = forward
+
+    def kl(self) -> torch.Tensor:
+        """Mean over nodes of ``KL(N(mu, sigma^2) || N(0, I))``."""
+        mu, logstd = self.mu, self.logstd
+        return -0.5 * (1 + 2 * logstd - mu.square() - (2 * logstd).exp()).sum(1).mean()
+
+    def loss(self, z: torch.Tensor, edge_index: torch.Tensor, **kwargs) -> torch.Tensor:
+        return super().loss(z, edge_index, **kwargs) + self.kl() / z.shape[0]

@@ -13,12 +13,12 @@ import torch
 
 from . import __version__
 from .config import TrainConfig
-from .encoders import GCN
+from .encoders import ENCODERS
 from .errors import ParameterError
 from .features import attach_features
 from .graph import Graph
 from .io import EdgeList, read_edges
-from .models import GAE
+from .models import GAE, VGAE
 from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_torch
 from .split import split_edges
 from .trainer import fit, link_scores
@@ -48,7 +48,12 @@ def load_edges(config: TrainConfig) -> EdgeList:
 
 
 def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
-    return GAE(GCN(in_dim, config.layer_dims, num_nodes=num_nodes, dropout=config.dropout))
+    """The GAE (or VGAE) of ``config``; a VGAE's encoder outputs ``2 * dim`` columns (mean and log std)."""
+    dims = config.layer_dims
+    if config.variational:
+        dims = dims[:-1] + [2 * dims[-1]]
+    encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
+    return (VGAE if config.variational else GAE)(encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout))
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
