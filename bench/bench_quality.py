@@ -21,6 +21,8 @@ CONFIGS = {
     "VGAE weighted-bce/exact": dict(loss="weighted-bce", dense="exact", variational=True),
     "VGAE bce/sampled": dict(loss="bce", dense="sampled", variational=True),
 }
+# The GAE paper reconstructs A + I (adj_label = adj_train + I in its code): --self-loops.
+CONFIGS.update({f"{k} +I": dict(v, self_loops=True) for k, v in list(CONFIGS.items())})
 
 
 def main() -> None:

@@ -167,3 +167,25 @@ def test_bad_edge_index_shape_and_range():
 def test_every_loss_name_is_tested():
     tested = {k for k, _ in CASES}
     assert tested == set(LOSS_NAMES)
+
+
+MEMORY_PROBE = """
+import resource, sys, psutil, torch
+from gaescale.losses import KINDS, dense_term
+torch.set_num_threads(1)
+z = (0.3 * torch.randn(50_000, 4)).requires_grad_()
+base = psutil.Process().memory_info().rss
+dense_term(z, KINDS["bce"], "exact", memory_budget=int(sys.argv[1])).backward()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+"""
+
+
+def test_exact_dense_term_memory_stays_within_budget_at_50k_nodes():
+    """Peak RSS growth (a fresh process) while computing value and gradient over 2.5e9 pairs."""
+    import subprocess
+    import sys
+    budget = 32 * 2**20
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(budget)], capture_output=True, text=True, check=True)
+    extra = int(out.stdout.strip().splitlines()[-1])
+    # budget for the tiles, plus the (N, d) gradient and autograd's copies of it (~1 MB each here)
+    assert extra < budget + 8 * 2**20, extra

@@ -59,7 +59,8 @@ def test_cora_gae_paper_setting(shared_data, tmp_path):
 
 
 @pytest.mark.parametrize("options", [dict(encoder="sage"), dict(encoder="linear"), dict(variational=True),
-                                     dict(loss="weighted-bce", dense="exact"), dict(loss="mse")])
+                                     dict(loss="weighted-bce", dense="exact"), dict(loss="mse"),
+                                     dict(self_loops=True, variational=True)])
 def test_every_model_option_trains(options):
     data = community_graph(1500, 7000, seed=4)
     r = gaescale.train(data=data, dim=8, epochs=40, quiet=True, **options)

@@ -90,7 +90,11 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     torch.manual_seed(config.seed)
     model = build_model(config, None if x is None else x.shape[1], data.num_nodes)
     has_val = split.val_pos.shape[1] > 0
-    result = fit(model, x, train_graph, torch.from_numpy(split.train), val=(split.val_pos, split.val_neg) if has_val else None,
+    train_pairs = split.train
+    if config.self_loops:  # the target becomes A + I: add (i, i) for every node
+        loops = np.arange(data.num_nodes, dtype=np.int64)
+        train_pairs = np.concatenate([train_pairs, np.stack([loops, loops])], axis=1)
+    result = fit(model, x, train_graph, torch.from_numpy(train_pairs), val=(split.val_pos, split.val_neg) if has_val else None,
                  epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                  patience=config.patience, progress=not config.quiet,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
