@@ -1,5 +1,6 @@
 """Every loss kind x dense strategy against an independent dense float64 computation."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -186,7 +187,11 @@ def test_exact_dense_term_memory_stays_within_budget_at_50k_nodes():
     import subprocess
     import sys
     budget = 32 * 2**20
-    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(budget)], capture_output=True, text=True, check=True)
+    # A fixed mmap threshold makes glibc return freed tiles to the OS at once, so RSS tracks live memory
+    # (with its default, adaptive threshold the peak wanders by tens of MB between identical runs).
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="1048576", MALLOC_ARENA_MAX="1")
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(budget)], capture_output=True, text=True,
+                         check=True, env=env)
     extra = int(out.stdout.strip().splitlines()[-1])
     # budget for the tiles, plus the (N, d) gradient and autograd's copies of it (~1 MB each here)
     assert extra < budget + 8 * 2**20, extra

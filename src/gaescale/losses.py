@@ -131,9 +131,13 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
-        s = PairIndex.uniform(n, num_samples, generator).logits(z)
+        s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z)
         return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
+        if z.is_cuda:
+            from . import kernels
+            if kernels.available() and loss.name in kernels.KERNEL_IDS:
+                return kernels.FusedDense.apply(z, loss.name)
         block = block_size or block_size_for(n, memory_budget, z.element_size())
         return _ExactDense.apply(z, loss, int(block))
     if strategy == "closed":

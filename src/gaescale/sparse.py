@@ -124,6 +124,10 @@ class PairIndex:
         counts = torch.bincount(i, minlength=num_nodes)
         return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
 
+    def to(self, device) -> "PairIndex":
+        """The same pairs on another device."""
+        return PairIndex(self.indptr.to(device), self.cols.to(device), self.num_nodes)
+
     def num_self_pairs(self) -> int:
         """How many pairs are ``(i, i)`` (computed once)."""
         if not hasattr(self, "_self_pairs"):
@@ -135,7 +139,7 @@ class PairIndex:
 
     def rows(self) -> torch.Tensor:
         """``(m,)`` the first node of each pair, in CSR order."""
-        return torch.repeat_interleave(torch.arange(self.num_nodes), self.indptr.diff())
+        return torch.repeat_interleave(torch.arange(self.num_nodes, device=self.indptr.device), self.indptr.diff())
 
     def pairs(self) -> torch.Tensor:
         """``(2, m)`` the pairs in CSR order."""
@@ -173,6 +177,8 @@ class _PairDot(torch.autograd.Function):
         g = grad_s.contiguous()
         # dL/dz_i += g_k z_j (rows: G z);  dL/dz_j += g_k z_i (columns: G^T z)
         out = torch.sparse.mm(pidx._csr(g), z)
+        if z.device.type != "cpu":  # accelerators: an atomic scatter is fast there (untested here: no GPU in CI)
+            return out.index_add_(0, pidx.cols, g[:, None] * z[pidx.rows()]), None
         gt = sp.csr_matrix((g.detach().numpy(), pidx.cols.numpy(), pidx.indptr.numpy()),
                            shape=(pidx.num_nodes, pidx.num_nodes)).T
         out += torch.from_numpy(np.asarray(gt @ z.detach().numpy()))
