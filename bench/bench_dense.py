@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -53,7 +52,8 @@ def one(impl: str, n: int, d: int, kind: str) -> dict:
         value = NaiveBlocked.apply(z, loss, 1024)
     value.backward()
     seconds = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    from gaescale.outputs import peak_rss_bytes
+    peak = peak_rss_bytes()
     return {"impl": impl, "n": n, "seconds": seconds, "pairs_per_s": n * n / seconds,
             "extra_peak_mb": max(0, peak - base) / 1e6, "value": float(value), "grad_norm": float(z.grad.norm())}
 

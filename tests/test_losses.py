@@ -171,14 +171,15 @@ def test_every_loss_name_is_tested():
 
 
 MEMORY_PROBE = """
-import resource, sys, psutil, torch
+import sys, psutil, torch
 from gaescale.losses import KINDS, dense_term
+from gaescale.outputs import peak_rss_bytes
 torch.set_num_threads(1)
 z = (0.3 * torch.randn(50_000, 4)).requires_grad_()
 dense_term(z[:2000].detach().requires_grad_(), KINDS["bce"], "exact").backward()  # warm up lazy initialisation
 base = psutil.Process().memory_info().rss
 dense_term(z, KINDS["bce"], "exact", memory_budget=int(sys.argv[1])).backward()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+print(peak_rss_bytes() - base)
 """
 
 

@@ -65,5 +65,15 @@ def write_torch(path, obj: Any) -> Path:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process (Linux reports kilobytes)."""
+    """Peak resident set size of this process.
+
+    Linux's ``VmHWM`` where available: ``ru_maxrss`` survives ``exec``, so a process started from a large
+    parent would report the parent's size. Elsewhere ``ru_maxrss`` (kilobytes on Linux)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
