@@ -66,3 +66,11 @@ def test_every_model_option_trains(options):
     r = gaescale.train(data=data, dim=8, epochs=40, quiet=True, **options)
     assert r.embeddings.shape == (1500, 8)
     assert r.metrics["test_auc"] > 0.7, (options, r.metrics["test_auc"])
+
+
+def test_non_finite_loss_stops_with_a_named_error():
+    from gaescale.errors import NonFiniteLossError
+    data = community_graph(300, 1200, seed=5)
+    data.x = data.x * 1e30  # logits overflow to inf, then nan
+    with pytest.raises(NonFiniteLossError, match="the training loss became"):
+        gaescale.train(data=data, epochs=3, quiet=True, loss="linear-mse")

@@ -38,3 +38,7 @@ class ParameterError(GaescaleError, ValueError):
 
 class OutputError(GaescaleError):
     """The output location cannot be used (an existing file, not writable)."""
+
+
+class NonFiniteLossError(GaescaleError):
+    """Training produced a NaN or infinite loss."""

@@ -12,14 +12,10 @@ import numpy as np
 import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from .errors import GaescaleError
+from .errors import NonFiniteLossError
 from .graph import Graph
 from .models import decode
 from .sparse import PairIndex
-
-
-class NonFiniteLossError(GaescaleError):
-    """Training produced a NaN or infinite loss."""
 
 
 def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
