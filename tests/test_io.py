@@ -105,6 +105,12 @@ def test_parquet_features(tmp_path):
     assert el.node_ids.tolist() == [5, 6] and el.x[:, 0].tolist() == [1.5, 0.5]
 
 
+def test_string_id_with_a_tab_is_refused(tmp_path):
+    pq.write_table(pa.table({"src": ["a\tb", "c"], "dst": ["c", "d"]}), tmp_path / "e.parquet")
+    with pytest.raises(InputFileError, match=r"e.parquet: node id 'a\\tb' contains a tab or line break"):
+        read_edges(tmp_path / "e.parquet")
+
+
 @pytest.mark.parametrize("content,match", [
     ("1,2\n3\n", "line 2: expected at least 2 columns"),
     ("1 2\n2 3\n4 x\n", "line 3, field 'target': expected an integer node id. Got 'x'"),

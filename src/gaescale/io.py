@@ -147,6 +147,9 @@ def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return inv.reshape(2, -1).astype(np.int64), uniq
     import pandas as pd
     inv, uniq = pd.factorize(pd.array(both, dtype="str"))  # Arrow-backed hashing: ~2x faster than on objects
+    bad = pd.Series(uniq).str.contains(r"[\t\n\r]", regex=True).to_numpy(dtype=bool)
+    if bad.any():  # nodes.tsv holds one id per line
+        raise ValueError(f"node id {uniq[int(np.argmax(bad))]!r} contains a tab or line break")
     return inv.reshape(2, -1).astype(np.int64), np.asarray(uniq, dtype=object)
 
 
@@ -193,9 +196,16 @@ def _read_parquet(p: Path, ids: str) -> EdgeList:
             i = int(np.argmax(c.is_null().to_numpy(zero_copy_only=False)))
             raise InputFileError(p, f"missing node id in row {i}.", field=name)
         cols.append(_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name))
+    return _mapped(p, cols)
+
+
+def _mapped(p: Path, cols: list[np.ndarray]) -> EdgeList:
     if cols[0].dtype != cols[1].dtype:
         cols = [c.astype(str).astype(object) for c in cols]
-    ei, node_ids = map_ids(cols[0], cols[1])
+    try:
+        ei, node_ids = map_ids(cols[0], cols[1])
+    except ValueError as exc:
+        raise InputFileError(p, f"{exc}; ids must be single-line text.") from None
     return EdgeList(ei, len(node_ids), node_ids, source=str(p))
 
 
@@ -285,8 +295,4 @@ def _read_text(p: Path, ids: str, header: str) -> EdgeList:
         return lines[i]
 
     names = ("source", "target")
-    cols = [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)]
-    if cols[0].dtype != cols[1].dtype:
-        cols = [c.astype(str).astype(object) for c in cols]
-    ei, node_ids = map_ids(cols[0], cols[1])
-    return EdgeList(ei, len(node_ids), node_ids, source=str(p))
+    return _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)])
