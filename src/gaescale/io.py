@@ -189,14 +189,16 @@ def _read_parquet(p: Path, ids: str) -> EdgeList:
         raise InputFileError(p, f"expected 2 columns (source, target). Got {table.num_columns}: {table.column_names}.")
     if table.num_rows == 0:
         raise InputFileError(p, "the edge list has no edges.")
-    cols = []
-    for name in table.column_names[:2]:
-        c = table.column(name)
+    import pyarrow as pa
+    names = table.column_names[:2]
+    columns = [table.column(name).combine_chunks() for name in names]
+    for name, c in zip(names, columns):
         if c.null_count:
             i = int(np.argmax(c.is_null().to_numpy(zero_copy_only=False)))
             raise InputFileError(p, f"missing node id in row {i}.", field=name)
-        cols.append(_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name))
-    return _mapped(p, cols)
+    if all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in columns):
+        return _text_ids(p, columns, ids, names, lambda i: None)
+    return _mapped(p, [_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name) for name, c in zip(names, columns)])
 
 
 def _mapped(p: Path, cols: list[np.ndarray]) -> EdgeList:
@@ -295,4 +297,35 @@ def _read_text(p: Path, ids: str, header: str) -> EdgeList:
         return lines[i]
 
     names = ("source", "target")
+    if all(df[c].dtype.kind not in "iuf" for c in (0, 1)):
+        import pyarrow as pa
+        return _text_ids(p, [pa.array(df[c]) for c in (0, 1)], ids, names, line_of)
     return _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)])
+
+
+def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
+    """Both id columns as Arrow strings: integer ids when they all look like integers (``ids`` auto/int),
+    else string ids mapped by Arrow's dictionary encoding (first appearance: sources, then targets)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if ids != "str":
+        is_int = [pc.match_substring_regex(a, r"^[+-]?\d+$") for a in arrs]
+        share = sum(pc.sum(m).as_py() or 0 for m in is_int) / (2 * len(arrs[0]))
+        if ids == "int" or share > 0.5:
+            for m, name in zip(is_int, names):
+                if not pc.all(m).as_py():
+                    i = int(np.argmin(m.to_numpy(zero_copy_only=False)))
+                    col = arrs[names.index(name)]
+                    hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
+                    raise InputFileError(p, f"expected an integer node id. Got {col[i].as_py()!r}{hint}.",
+                                         line=line_of(i), field=name)
+            return _mapped(p, [pc.cast(a, pa.int64()).to_numpy() for a in arrs])
+    enc = pa.concat_arrays([a.cast(pa.large_string()) for a in arrs]).dictionary_encode()
+    bad = pc.match_substring_regex(enc.dictionary, r"[\t\n\r]")
+    if pc.any(bad).as_py():
+        i = int(np.argmax(bad.to_numpy(zero_copy_only=False)))
+        raise InputFileError(p, f"node id {enc.dictionary[i].as_py()!r} contains a tab or line break; "
+                                "ids must be single-line text.")
+    inv = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    node_ids = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    return EdgeList(inv.reshape(2, -1), len(node_ids), node_ids, source=str(p))
