@@ -105,6 +105,18 @@ def test_parquet_features(tmp_path):
     assert el.node_ids.tolist() == [5, 6] and el.x[:, 0].tolist() == [1.5, 0.5]
 
 
+def test_long_string_id_file_read_in_chunks(tmp_path):
+    """pandas parses long files in chunks; ids must map the same across them."""
+    n = 300_000
+    f = tmp_path / "e.csv"
+    f.write_text("".join(f"u{i},u{(i * 7 + 1) % n}\n" for i in range(n)))
+    el = read_edges(f)
+    assert el.num_nodes == n and el.edge_index.shape == (2, n)
+    ids = el.node_ids
+    assert ids[el.edge_index[0, 12345]] == "u12345" and ids[el.edge_index[1, 12345]] == f"u{(12345 * 7 + 1) % n}"
+    assert ids[el.edge_index[0, -1]] == f"u{n - 1}"
+
+
 def test_string_id_with_a_tab_is_refused(tmp_path):
     pq.write_table(pa.table({"src": ["a\tb", "c"], "dst": ["c", "d"]}), tmp_path / "e.parquet")
     with pytest.raises(InputFileError, match=r"e.parquet: node id 'a\\tb' contains a tab or line break"):

@@ -308,6 +308,8 @@ def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
     else string ids mapped by Arrow's dictionary encoding (first appearance: sources, then targets)."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    # pandas hands long columns over as several chunks
+    arrs = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrs]
     if ids != "str":
         is_int = [pc.match_substring_regex(a, r"^[+-]?\d+$") for a in arrs]
         share = sum(pc.sum(m).as_py() or 0 for m in is_int) / (2 * len(arrs[0]))
