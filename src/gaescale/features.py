@@ -44,7 +44,7 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
             raise InputFileError(p, f"not a readable Parquet file ({type(exc).__name__}: {exc}).") from None
     else:
         import pandas as pd
-        sep, _, _ = sniff_text(p, "no")
+        sep, _ = sniff_text(p, "no")
         first = next(_data_lines(p))[1]
         # Feature values are numbers, so a first line with a non-number among them is a header.
         has_header = not all(_is_number(t) for t in _split(first, sep)[1:])

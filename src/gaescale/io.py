@@ -138,19 +138,25 @@ def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str 
 # ---------------------------------------------------------------- tables with ids
 
 def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Contiguous indices for the ids in ``src`` and ``dst``: returns ``(edge_index (2, E), node_ids (N,))``.
-    Integer ids are sorted; string ids keep the order of first appearance in the source column, then
-    in the target column."""
-    both = np.concatenate([src, dst])
-    if both.dtype.kind in "iu":
-        uniq, inv = np.unique(both, return_inverse=True)
-        return inv.reshape(2, -1).astype(np.int64), uniq
-    import pandas as pd
-    inv, uniq = pd.factorize(pd.array(both, dtype="str"))  # Arrow-backed hashing: ~2x faster than on objects
-    bad = pd.Series(uniq).str.contains(r"[\t\n\r]", regex=True).to_numpy(dtype=bool)
-    if bad.any():  # nodes.tsv holds one id per line
-        raise ValueError(f"node id {uniq[int(np.argmax(bad))]!r} contains a tab or line break")
-    return inv.reshape(2, -1).astype(np.int64), np.asarray(uniq, dtype=object)
+    """Contiguous indices for integer ids in ``src`` and ``dst`` (sorted): ``(edge_index (2, E), node_ids (N,))``."""
+    uniq, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    return inv.reshape(2, -1).astype(np.int64), uniq
+
+
+def _encode_strings(p: Path, arrs: list) -> EdgeList:
+    """String ids (two Arrow arrays) to indices by Arrow's dictionary encoding, in order of first
+    appearance: sources, then targets. nodes.tsv holds one id per line, so tabs and line breaks are refused."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    enc = pa.concat_arrays([a.cast(pa.large_string()) for a in arrs]).dictionary_encode()
+    bad = pc.match_substring_regex(enc.dictionary, r"[\t\n\r]")
+    if pc.any(bad).as_py():
+        i = int(np.argmax(bad.to_numpy(zero_copy_only=False)))
+        raise InputFileError(p, f"node id {enc.dictionary[i].as_py()!r} contains a tab or line break; "
+                                "ids must be single-line text.")
+    inv = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    node_ids = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    return EdgeList(inv.reshape(2, -1), len(node_ids), node_ids, source=str(p))
 
 
 def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.ndarray:
@@ -202,13 +208,12 @@ def _read_parquet(p: Path, ids: str) -> EdgeList:
 
 
 def _mapped(p: Path, cols: list[np.ndarray]) -> EdgeList:
-    if cols[0].dtype != cols[1].dtype:
-        cols = [c.astype(str).astype(object) for c in cols]
-    try:
+    """Index an edge list whose id columns are int64 or str-object arrays (mixed columns become strings)."""
+    if cols[0].dtype.kind in "iu" and cols[1].dtype.kind in "iu":
         ei, node_ids = map_ids(cols[0], cols[1])
-    except ValueError as exc:
-        raise InputFileError(p, f"{exc}; ids must be single-line text.") from None
-    return EdgeList(ei, len(node_ids), node_ids, source=str(p))
+        return EdgeList(ei, len(node_ids), node_ids, source=str(p))
+    import pyarrow as pa
+    return _encode_strings(p, [pa.array(c.astype(str)) for c in cols])
 
 
 # ---------------------------------------------------------------- text
@@ -230,8 +235,8 @@ def _split(line: str, sep: str | None) -> list[str]:
     return [t.strip() for t in line.split(sep)] if sep else line.split()
 
 
-def sniff_text(p: Path, header: str) -> tuple[str | None, bool, int]:
-    """``(separator or None for whitespace, has_header, number of columns)`` from the first data lines."""
+def sniff_text(p: Path, header: str) -> tuple[str | None, bool]:
+    """``(separator or None for whitespace, has_header)`` from the first data lines."""
     head = []
     for item in _data_lines(p):
         head.append(item)
@@ -252,7 +257,7 @@ def sniff_text(p: Path, header: str) -> tuple[str | None, bool, int]:
         has_header = header == "yes"
     if len(toks) < 2:
         raise InputFileError(p, f"expected at least 2 columns (source, target). Got 1: {first!r}.", line=head[0][0])
-    return sep, has_header, len(toks)
+    return sep, has_header
 
 
 def _diagnose_text(p: Path, sep, has_header: bool) -> None:
@@ -274,7 +279,7 @@ def _line_numbers(p: Path, has_header: bool) -> list[int]:
 
 def _read_text(p: Path, ids: str, header: str) -> EdgeList:
     import pandas as pd
-    sep, has_header, _ = sniff_text(p, header)
+    sep, has_header = sniff_text(p, header)
     # Columns after the first two (weights, timestamps) are not read.
     try:
         df = pd.read_csv(p, sep=sep if sep else r"\s+", header=0 if has_header else None, comment="#",
@@ -305,7 +310,7 @@ def _read_text(p: Path, ids: str, header: str) -> EdgeList:
 
 def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
     """Both id columns as Arrow strings: integer ids when they all look like integers (``ids`` auto/int),
-    else string ids mapped by Arrow's dictionary encoding (first appearance: sources, then targets)."""
+    else string ids (:func:`_encode_strings`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     # pandas hands long columns over as several chunks
@@ -314,20 +319,11 @@ def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
         is_int = [pc.match_substring_regex(a, r"^[+-]?\d+$") for a in arrs]
         share = sum(pc.sum(m).as_py() or 0 for m in is_int) / (2 * len(arrs[0]))
         if ids == "int" or share > 0.5:
-            for m, name in zip(is_int, names):
+            for col, m, name in zip(arrs, is_int, names):
                 if not pc.all(m).as_py():
                     i = int(np.argmin(m.to_numpy(zero_copy_only=False)))
-                    col = arrs[names.index(name)]
                     hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
                     raise InputFileError(p, f"expected an integer node id. Got {col[i].as_py()!r}{hint}.",
                                          line=line_of(i), field=name)
             return _mapped(p, [pc.cast(a, pa.int64()).to_numpy() for a in arrs])
-    enc = pa.concat_arrays([a.cast(pa.large_string()) for a in arrs]).dictionary_encode()
-    bad = pc.match_substring_regex(enc.dictionary, r"[\t\n\r]")
-    if pc.any(bad).as_py():
-        i = int(np.argmax(bad.to_numpy(zero_copy_only=False)))
-        raise InputFileError(p, f"node id {enc.dictionary[i].as_py()!r} contains a tab or line break; "
-                                "ids must be single-line text.")
-    inv = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    node_ids = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
-    return EdgeList(inv.reshape(2, -1), len(node_ids), node_ids, source=str(p))
+    return _encode_strings(p, arrs)
