@@ -59,7 +59,7 @@ if triton is not None:
             tl.store(grad_ptr + rows[:, None] * D + dims[None, :], g, mask=rmask[:, None])
 
 
-def dense_value_and_grad(z: torch.Tensor, kind: str, need_grad: bool = True, block_m: int = 64,
+def dense_value_and_grad(z: torch.Tensor, need_grad: bool = True, *, kind: str, block_m: int = 64,
                          block_n: int = 64) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(sum_{i,j} l0(z_i . z_j), dD/dz)`` for ``z: (N, d)`` float32 (the gradient is None without ``need_grad``)."""
     if triton is None:
@@ -75,17 +75,3 @@ def dense_value_and_grad(z: torch.Tensor, kind: str, need_grad: bool = True, blo
     value = partial.double().sum()
     return value, (2.0 * grad[:, :d]).to(z.dtype) if need_grad else None
 
-
-class FusedDense(torch.autograd.Function):
-    """Autograd wrapper: the kernel returns value and gradient in one launch; backward only scales."""
-
-    @staticmethod
-    def forward(ctx, z: torch.Tensor, kind: str) -> torch.Tensor:
-        value, grad = dense_value_and_grad(z, kind, need_grad=ctx.needs_input_grad[0])
-        ctx.save_for_backward(grad)
-        return value.to(z.dtype)
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):
-        (grad,) = ctx.saved_tensors
-        return grad * g, None

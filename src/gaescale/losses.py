@@ -8,8 +8,9 @@ elementwise loss with weights ``w0`` (non-edge) and ``w1`` (edge) is
 
 A loss kind is its pair ``(l0, l1)``; a weighting is ``(w0, w1)``; the dense term has three
 strategies: ``sampled`` (m uniform ordered pairs scaled by N^2 / m: unbiased, no rejection of
-positives, since the edge term already subtracts ``l0`` on every edge), ``exact`` (row blocks whose
-backward recomputes each block: O(N d + B N) memory, nothing N x N is stored) and ``closed``
+positives, since the edge term already subtracts ``l0`` on every edge), ``exact`` (``B x B`` tiles on
+and above the diagonal, value and gradient in one pass: O(N d + B^2) memory, nothing N x N is stored;
+a fused Triton kernel on CUDA) and ``closed``
 (``l0(s) = s^2``: ``||Z^T Z||_F^2``, O(N d^2)). Pairs range over all N^2 ordered pairs, the
 diagonal included; a pair ``(i, i)`` is a non-edge unless ``edge_index`` holds a self loop.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -79,42 +81,47 @@ def pair_weights(weighting: str, num_nodes: int, num_edge_pairs: int) -> tuple[f
     raise ParameterError("weighting", "reconstruction_loss", f"one of {WEIGHTINGS}", weighting)
 
 
-class _ExactDense(torch.autograd.Function):
-    """``D = sum_{i,j} l0(z_i . z_j)`` over all N^2 ordered pairs, streamed in ``B x B`` tiles.
-
-    ``S = Z Z^T`` is symmetric, so only the tiles on and above the diagonal are formed (half the
-    work): an off-diagonal tile counts twice. ``dD/dz_a = 2 sum_j l0'(s_aj) z_j``, so each tile
-    ``(R, C)`` with ``G = l0'(S_RC)`` adds ``G Z_C`` to rows ``R`` and ``G^T Z_R`` to rows ``C``. Value
-    and gradient come from one pass over the tiles (each tile is formed once, then dropped); only the
-    ``(N, d)`` gradient is kept for backward. Memory: O(N d + B^2); nothing N x N or B x N is stored.
-    """
+class ValueAndGrad(torch.autograd.Function):
+    """A scalar whose gradient is computed together with its value: ``compute(z, need_grad)`` returns
+    ``(value, dvalue/dz or None)``; backward only scales the stored ``(N, d)`` gradient. Serves the
+    streamed CPU tiles and the fused GPU kernel alike: nothing of the pass but the gradient is kept."""
 
     @staticmethod
-    def forward(ctx, z: Tensor, loss: PairLoss, block: int) -> Tensor:
-        need_grad = ctx.needs_input_grad[0]
-        z = z.detach()
-        n = z.shape[0]
-        total = torch.zeros((), dtype=torch.float64, device=z.device)
-        grad = torch.zeros_like(z) if need_grad else None
-        for r in range(0, n, block):
-            zr = z[r:r + block]
-            for c in range(r, n, block):
-                zc = z[c:c + block]
-                s = zr @ zc.T  # dense-ok: a (block x block) tile
-                total += (1.0 if c == r else 2.0) * loss.l0(s).sum(dtype=torch.float64)
-                if need_grad:
-                    g = loss.dl0(s)
-                    grad[r:r + block].addmm_(g, zc)
-                    if c != r:
-                        grad[c:c + block].addmm_(g.T, zr)
+    def forward(ctx, z: Tensor, compute: Callable) -> Tensor:
+        value, grad = compute(z.detach(), ctx.needs_input_grad[0])
         ctx.save_for_backward(grad)
-        return total.to(z.dtype)
+        return value.to(z.dtype)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g: Tensor):
         (grad,) = ctx.saved_tensors
-        return grad * (2 * g), None, None
+        return grad * g, None
+
+
+def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int) -> tuple[Tensor, Tensor | None]:
+    """``(D, dD/dz)`` for ``D = sum_{i,j} l0(z_i . z_j)`` over all N^2 ordered pairs, in ``B x B`` tiles.
+
+    ``S = Z Z^T`` is symmetric, so only the tiles on and above the diagonal are formed (half the
+    work): an off-diagonal tile counts twice. ``dD/dz_a = 2 sum_j l0'(s_aj) z_j``, so each tile
+    ``(R, C)`` with ``G = l0'(S_RC)`` adds ``G Z_C`` to rows ``R`` and ``G^T Z_R`` to rows ``C``. Each
+    tile is formed once, then dropped. Memory: O(N d + B^2); nothing N x N or B x N is stored.
+    """
+    n = z.shape[0]
+    total = torch.zeros((), dtype=torch.float64, device=z.device)
+    grad = torch.zeros_like(z) if need_grad else None
+    for r in range(0, n, block):
+        zr = z[r:r + block]
+        for c in range(r, n, block):
+            zc = z[c:c + block]
+            s = zr @ zc.T  # dense-ok: a (block x block) tile
+            total += (1.0 if c == r else 2.0) * loss.l0(s).sum(dtype=torch.float64)
+            if need_grad:
+                g = loss.dl0(s)
+                grad[r:r + block].addmm_(g, zc)
+                if c != r:
+                    grad[c:c + block].addmm_(g.T, zr)
+    return total, (2 * grad if need_grad else None)
 
 
 def block_size_for(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int:
@@ -137,9 +144,9 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
         if z.is_cuda:
             from . import kernels
             if kernels.available() and loss.name in kernels.KERNEL_IDS:
-                return kernels.FusedDense.apply(z, loss.name)
-        block = block_size or block_size_for(n, memory_budget, z.element_size())
-        return _ExactDense.apply(z, loss, int(block))
+                return ValueAndGrad.apply(z, partial(kernels.dense_value_and_grad, kind=loss.name))
+        block = int(block_size or block_size_for(n, memory_budget, z.element_size()))
+        return ValueAndGrad.apply(z, partial(exact_dense_tiles, loss=loss, block=block))
     if strategy == "closed":
         if not loss.polynomial_l0:
             raise ParameterError("dense", "reconstruction_loss",
