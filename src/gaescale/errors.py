@@ -42,3 +42,11 @@ class OutputError(GaescaleError):
 
 class NonFiniteLossError(GaescaleError):
     """Training produced a NaN or infinite loss."""
+
+
+class RunDirError(GaescaleError):
+    """A run directory (the ``--out`` of ``gaescale train``) is missing, incomplete or inconsistent."""
+
+
+class CheckpointError(GaescaleError):
+    """A checkpoint is missing, unreadable, or belongs to a different configuration or graph."""

@@ -51,6 +51,10 @@ def write_npy(path, array: np.ndarray) -> Path:
     return atomic_write(path, lambda fh: np.save(fh, array, allow_pickle=False))
 
 
+def write_npz(path, **arrays: np.ndarray) -> Path:
+    return atomic_write(path, lambda fh: np.savez(fh, **arrays))
+
+
 def write_ids(path, ids: np.ndarray) -> Path:
     """One original node id per line, in row order (row i of embeddings.npy is line i + 1)."""
     def write(fh):

@@ -19,9 +19,10 @@ from .features import attach_features
 from .graph import Graph
 from .io import EdgeList, read_edges
 from .models import GAE, VGAE
-from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_torch
+from .evaluate import hits_at_k, link_scores, mrr, pair_scores
+from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .split import split_edges
-from .trainer import fit, link_scores
+from .trainer import fit
 
 
 @dataclass
@@ -83,6 +84,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
 
     split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     num_edges = graph.num_edges
+    csr = (graph.indptr, graph.indices)  # written to graph.npz for topk --exclude-existing and the report
     del graph  # from here on only the training graph is needed
     train_graph = split.train_graph()
     log(f"split: {split.train.shape[1]:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test edges")
@@ -107,6 +109,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
     if split.test_pos.shape[1]:
         metrics["test_auc"], metrics["test_ap"] = link_scores(z, split.test_pos, split.test_neg)
+        metrics.update(hits_at_k(pair_scores(z, split.test_pos), pair_scores(z, split.test_neg)))
+        metrics.update(mrr(z, split.test_pos, seed=config.seed))
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
                    peak_rss_bytes=peak_rss_bytes(), num_nodes=data.num_nodes, num_edges=num_edges,
@@ -121,6 +125,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                                        "in_dim": None if x is None else int(x.shape[1]),
                                        "num_nodes": int(data.num_nodes), "gaescale_version": __version__})
         write_json(out / "config.json", config.to_dict())
+        write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
+        write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
+                  test_neg=split.test_neg)
         metrics["peak_rss_bytes"] = peak_rss_bytes()
         write_json(out / "metrics.json", metrics)
     summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  val AUC {_fmt(metrics['val_auc'])}"

@@ -10,20 +10,11 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from sklearn.metrics import average_precision_score, roc_auc_score
 
 from .errors import NonFiniteLossError
 from .graph import Graph
-from .models import decode
+from .evaluate import link_scores
 from .sparse import PairIndex
-
-
-def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
-    """ROC AUC and average precision of ``sigmoid(z_u . z_v)`` for held-out ``pos: (2, P)`` vs ``neg: (2, Q)``."""
-    with torch.no_grad():
-        s = torch.cat([decode(z, torch.from_numpy(pos)), decode(z, torch.from_numpy(neg))]).double().numpy()
-    y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
-    return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
 
 
 @dataclass

@@ -1,0 +1,59 @@
+"""Link-prediction metrics on held-out pairs: ROC AUC and AP, and OGB-style Hits@K and MRR."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from .models import decode
+
+
+def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20) -> np.ndarray:
+    """Inner products ``z_u . z_v`` (logits) of ``pairs: (2, P)``, as float64 ``(P,)``, in chunks."""
+    out = np.empty(pairs.shape[1], np.float64)
+    with torch.no_grad():
+        for s in range(0, pairs.shape[1], chunk):
+            out[s:s + chunk] = decode(z, torch.from_numpy(np.ascontiguousarray(pairs[:, s:s + chunk]))).double().numpy()
+    return out
+
+
+def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
+    """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
+    s = np.concatenate([pair_scores(z, pos), pair_scores(z, neg)])
+    y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
+    return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
+
+
+def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, ks=(20, 50, 100)) -> dict[str, float]:
+    """OGB ``ogbl-collab`` style: the share of positives scoring above the K-th best of the shared
+    negatives. A K larger than the number of negatives is left out."""
+    out = {}
+    for k in ks:
+        if neg_scores.size >= k:
+            kth = np.partition(neg_scores, neg_scores.size - k)[neg_scores.size - k]
+            out[f"hits@{k}"] = float(np.mean(pos_scores > kth))
+    return out
+
+
+def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int = 0,
+        chunk: int = 65536) -> dict[str, float]:
+    """OGB ``ogbl-citation2`` style: each positive ``(u, v)`` of ``pos: (2, P)`` is ranked against
+    ``num_negatives`` pairs ``(u, w)`` with ``w`` uniform over all nodes (unfiltered, as in OGB); ties
+    count half. Returns the mean reciprocal rank and Hits@1/3/10 of those ranks."""
+    rng = np.random.default_rng(seed)
+    n = z.shape[0]
+    ranks = np.empty(pos.shape[1], np.float64)
+    with torch.no_grad():
+        for s in range(0, pos.shape[1], chunk):
+            u = torch.from_numpy(pos[0, s:s + chunk])
+            v = torch.from_numpy(pos[1, s:s + chunk])
+            w = torch.from_numpy(rng.integers(0, n, (u.numel(), num_negatives)))
+            zu = z[u]
+            p = (zu * z[v]).sum(1, keepdim=True)
+            q = torch.einsum("bd,bkd->bk", zu, z[w])
+            ranks[s:s + chunk] = (1 + 0.5 * ((q > p).sum(1) + (q >= p).sum(1))).double().numpy()
+    res = {"mrr": float(np.mean(1.0 / ranks))} if ranks.size else {}
+    for k in (1, 3, 10):
+        if ranks.size:
+            res[f"mrr_hits@{k}"] = float(np.mean(ranks <= k))
+    return res

@@ -1,0 +1,101 @@
+"""Reading a finished run directory (the ``--out`` of ``gaescale train``) back: embeddings keyed by
+the user's ids, the graph, the held-out pairs and the metrics. Used by ``topk``, ``score`` and ``report``.
+
+Layout (every file written atomically by :mod:`gaescale.pipeline`)::
+
+    embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
+    nodes.tsv       original node ids, one per line
+    graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR
+    heldout.npz     val_pos, val_neg, test_pos, test_neg: (2, P) int64 node indices
+    metrics.json    test/val AUC and AP, Hits@K, MRR, per-epoch history
+    config.json, model.pt, checkpoints/
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .errors import RunDirError
+from .graph import Graph
+
+
+@dataclass
+class Run:
+    path: Path
+
+    @classmethod
+    def open(cls, path) -> "Run":
+        p = Path(path)
+        if not p.is_dir():
+            raise RunDirError(f"{p}: no such run directory; pass the --out directory of a finished 'gaescale train'.")
+        for name in ("embeddings.npy", "nodes.tsv"):
+            if not (p / name).is_file():
+                raise RunDirError(f"{p}: not a finished gaescale run ({name} is missing); "
+                                  "pass the --out directory of a finished 'gaescale train'.")
+        run = cls(p)
+        if run.node_ids.size != run.embeddings.shape[0]:
+            raise RunDirError(f"{p / 'nodes.tsv'}: has {run.node_ids.size} ids but embeddings.npy has "
+                              f"{run.embeddings.shape[0]} rows; the run directory is inconsistent.")
+        return run
+
+    def _file(self, name: str) -> Path:
+        f = self.path / name
+        if not f.is_file():
+            raise RunDirError(f"{self.path}: {name} is missing; it is written by 'gaescale train' "
+                              "at the end of a run: train again (or resume) to create it.")
+        return f
+
+    @cached_property
+    def embeddings(self) -> np.ndarray:
+        """``(N, d)`` float32."""
+        try:
+            z = np.load(self._file("embeddings.npy"), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise RunDirError(f"{self.path / 'embeddings.npy'}: not a readable .npy array ({exc}).") from None
+        if z.ndim != 2 or not np.issubdtype(z.dtype, np.floating):
+            raise RunDirError(f"{self.path / 'embeddings.npy'}: expected a 2-D float array. "
+                              f"Got shape {z.shape}, dtype {z.dtype}.")
+        return np.ascontiguousarray(z, dtype=np.float32)
+
+    @cached_property
+    def node_ids(self) -> np.ndarray:
+        """``(N,)`` the original ids as strings (as written in nodes.tsv)."""
+        text = self._file("nodes.tsv").read_text()
+        return np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
+
+    @cached_property
+    def _row_of(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.node_ids)}
+
+    def rows(self, ids, source: str, *, line_of=None, field: str | None = None) -> np.ndarray:
+        """Rows ``(k,)`` int64 of the given original ids (compared as text); an unknown id is an error that
+        names ``source`` (and its line, through ``line_of(i)``)."""
+        from .errors import InputFileError
+        row_of = self._row_of
+        out = np.empty(len(ids), np.int64)
+        for i, v in enumerate(ids):
+            r = row_of.get(str(v))
+            if r is None:
+                raise InputFileError(source, f"node id {str(v)!r} is not in the run ({self.path / 'nodes.tsv'}).",
+                                     line=line_of(i) if line_of else None, field=field)
+            out[i] = r
+        return out
+
+    def graph(self) -> Graph:
+        with np.load(self._file("graph.npz"), allow_pickle=False) as g:
+            indptr, indices = g["indptr"], g["indices"]
+        return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1))
+
+    def heldout(self) -> dict[str, np.ndarray]:
+        with np.load(self._file("heldout.npz"), allow_pickle=False) as h:
+            return {k: h[k] for k in h.files}
+
+    def metrics(self) -> dict:
+        return json.loads(self._file("metrics.json").read_text())
+
+    def config(self) -> dict:
+        return json.loads(self._file("config.json").read_text())
