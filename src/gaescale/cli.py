@@ -30,7 +30,10 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults:
                 shown = "32 for gcn/sage, none for linear"
             help_ = f.metadata["help"] + ("" if f.metadata["rule"] == "bool" else f" (default: {shown})")
             if f.metadata["rule"] == "bool":
-                g.add_argument(_flag(f.name), dest=f.name, action="store_true", help=help_)
+                negated = f.metadata.get("flag", "").startswith("--no-")
+                g.add_argument(f.metadata.get("flag", _flag(f.name)), dest=f.name,
+                               action="store_false" if negated else "store_true", default=argparse.SUPPRESS,
+                               help=help_)
                 continue
             kw = dict(dest=f.name, default=argparse.SUPPRESS, help=help_, metavar=f.name.upper().split("_")[0])
             if f.metadata["rule"] == "choice":

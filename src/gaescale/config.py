@@ -58,6 +58,13 @@ class TrainConfig:
     eval_every: int = _opt(1, "evaluate validation AUC/AP every this many epochs", "int>=1", group="evaluation")
     patience: int = _opt(20, "stop after this many evaluations without a better validation AUC (0: never)",
                          "int>=0", group="evaluation")
+    checkpoint_every: int = _opt(10, "write a checkpoint (model, optimizer, random states) to OUT/checkpoints every "
+                                     "this many epochs and at the end, keeping the last two (0: never)", "int>=0",
+                                 group="output")
+    resume: bool = _opt(False, "continue from the last checkpoint in OUT/checkpoints; refused if the configuration "
+                               "or the graph differ (--epochs may grow)", "bool", group="output")
+    report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
+                        group="output", flag="--no-report")
     threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime")
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime")
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from . import __version__
+from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .encoders import ENCODERS
 from .errors import ParameterError
@@ -96,11 +97,13 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if config.self_loops:  # the target becomes A + I: add (i, i) for every node
         loops = np.arange(data.num_nodes, dtype=np.int64)
         train_pairs = np.concatenate([train_pairs, np.stack([loops, loops])], axis=1)
+    checkpointer, resume = _checkpointing(config, out, csr, x, log)
     result = fit(model, x, train_graph, torch.from_numpy(train_pairs), val=(split.val_pos, split.val_neg) if has_val else None,
                  epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                  patience=config.patience, progress=not config.quiet,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
-                                  neg_ratio=config.neg_ratio))
+                                  neg_ratio=config.neg_ratio),
+                 checkpointer=checkpointer, resume=resume)
     model.eval()
     with torch.no_grad():
         z = model(x, train_graph)
@@ -135,6 +138,23 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     log(summary + (f"\noutputs in {out}/" if out is not None else ""))
     return RunResult(model, embeddings, node_ids, metrics, out)
+
+
+def _checkpointing(config: TrainConfig, out: Path | None, csr, x, log) -> tuple[Checkpointer | None, dict | None]:
+    """The run's checkpointer (None without --out or with checkpoint_every=0) and, with --resume, the state
+    of its last checkpoint, checked against this configuration and graph."""
+    if config.resume and out is None:
+        raise ParameterError("resume", "train", "used with an output directory (out / --out) that holds the "
+                                                "checkpoints", True)
+    if out is None or not (config.checkpoint_every or config.resume):
+        return None, None
+    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, config.to_dict(),
+                        data_fingerprint(*csr, None if x is None else x.numpy()), fresh=not config.resume)
+    if not config.resume:
+        return ckpt, None
+    state = ckpt.load_latest()
+    log(f"resuming from {ckpt.last} (epoch {state['epoch']}{', stopped early' if state['stopped'] else ''})")
+    return ckpt, state
 
 
 def _fmt(v) -> str:

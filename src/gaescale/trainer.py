@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from .checkpoint import Checkpointer, rng_state, set_rng_state
 from .errors import NonFiniteLossError
 from .graph import Graph
 from .evaluate import link_scores
@@ -33,62 +34,79 @@ class FitResult:
 def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex, *,
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
-        on_epoch: Callable[[dict], None] | None = None) -> FitResult:
+        on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
+        resume: dict[str, Any] | None = None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
-    validation AUC are restored at the end and training stops after ``patience`` evaluations without one."""
+    validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
+
+    ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
+    ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
+    a run that was never interrupted.
+    """
     loss_kwargs = dict(loss_kwargs or {})
     if isinstance(train_edges, torch.Tensor):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
     gen = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    history: list[dict[str, Any]] = []
-    best = (-1.0, 0, None)  # (val_auc, epoch, state)
-    waited, stopped = 0, False
-    seconds: list[float] = []
-    bar = _progress(epochs, progress)
-    for epoch in range(1, epochs + 1):
+    s = {"history": [], "best_auc": -1.0, "best_epoch": 0, "best_state": None, "waited": 0, "stopped": False,
+         "seconds": [], "epoch": 0}
+    if resume is not None:
+        model.load_state_dict(resume["model"])
+        opt.load_state_dict(resume["optimizer"])
+        s.update({k: resume[k] for k in s})
+        set_rng_state(resume["rng"], gen)
+    bar = _progress(epochs, progress, initial=s["epoch"])
+    for epoch in range(s["epoch"] + 1, epochs + 1):
+        if s["stopped"]:
+            break
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad(set_to_none=True)
         z = model(x, graph)
         loss = model.loss(z, train_edges, generator=gen, **loss_kwargs)
         if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; "
-                                     "lower --lr or check the features' scale.")
+            kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
+            raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; lower --lr or "
+                                     f"check the features' scale.{kept}")
         loss.backward()
         opt.step()
-        seconds.append(time.perf_counter() - t0)
-        rec: dict[str, Any] = {"epoch": epoch, "loss": float(loss.item()), "seconds": seconds[-1]}
+        s["seconds"].append(time.perf_counter() - t0)
+        rec: dict[str, Any] = {"epoch": epoch, "loss": float(loss.item()), "seconds": s["seconds"][-1]}
         if val is not None and (epoch % eval_every == 0 or epoch == epochs):
             model.eval()
             with torch.no_grad():
                 rec["val_auc"], rec["val_ap"] = link_scores(model(x, graph), *val)
-            if rec["val_auc"] > best[0]:
-                best, waited = (rec["val_auc"], epoch, copy.deepcopy(model.state_dict())), 0
+            if rec["val_auc"] > s["best_auc"]:
+                s.update(best_auc=rec["val_auc"], best_epoch=epoch, best_state=copy.deepcopy(model.state_dict()),
+                         waited=0)
             else:
-                waited += 1
-        history.append(rec)
+                s["waited"] += 1
+        s["history"].append(rec)
+        s["epoch"] = epoch
+        s["stopped"] = bool(val is not None and patience and s["waited"] >= patience)
+        if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
+            checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                                      "rng": rng_state(gen)})
         if on_epoch:
             on_epoch(rec)
-        bar.update(rec, best[0])
-        if val is not None and patience and waited >= patience:
-            stopped = True
-            break
+        bar.update(rec, s["best_auc"])
     bar.close()
-    if best[2] is not None:
-        model.load_state_dict(best[2])
-    return FitResult(history, best[1] or len(history), best[0] if best[2] is not None else None, stopped, seconds)
+    if s["best_state"] is not None:
+        model.load_state_dict(s["best_state"])
+    return FitResult(s["history"], s["best_epoch"] or len(s["history"]),
+                     s["best_auc"] if s["best_state"] is not None else None, s["stopped"], s["seconds"])
 
 
 class _progress:
     """tqdm bar with loss, validation AUC and seconds per epoch; silent when disabled."""
 
-    def __init__(self, total: int, enabled: bool):
+    def __init__(self, total: int, enabled: bool, initial: int = 0):
         self.bar = None
         if enabled:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, desc="train", unit="epoch", file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, initial=initial, desc="train", unit="epoch", file=sys.stderr,
+                            dynamic_ncols=True)
 
     def update(self, rec: dict, best_auc: float) -> None:
         if self.bar is None:
