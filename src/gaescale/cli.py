@@ -7,7 +7,7 @@ import sys
 
 from . import __version__
 from .config import TrainConfig, fields_by_group
-from .errors import GaescaleError
+from .errors import GaescaleError, ParameterError
 
 DEMO_DEFAULTS = dict(hidden="16,16", dim=8, epochs=100, eval_every=5, out="runs/demo")
 GROUP_TITLES = {"input": "input", "output": "output", "model": "model", "training": "training and loss",
@@ -61,7 +61,35 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--num-edges", type=int, default=4_600_000, help="undirected edges (default: 4600000)")
     demo.add_argument("--graph-seed", type=int, default=0, help="seed of the generated graph (default: 0)")
     _add_config_flags(demo, {"edges", "features", "ids", "header"}, DEMO_DEFAULTS)
+    topk = sub.add_parser("topk", help="the k most likely new links of each node", description=(
+        "The k nodes of largest inner product with each node (or with --nodes), never forming N x N; "
+        "the table is keyed by the original ids: node, rank, candidate, score (inner product), probability."))
+    topk.add_argument("run", help="a run directory (the --out of 'gaescale train')")
+    topk.add_argument("--k", default=10, help="links per node (default: 10)")
+    topk.add_argument("--nodes", nargs="+", metavar="ID", help="only these nodes (original ids)")
+    topk.add_argument("--exclude-existing", action="store_true", help="leave out the graph's existing edges")
+    topk.add_argument("--out", required=True, help="output table: .tsv, .csv or .parquet")
+
+    score = sub.add_parser("score", help="probabilities of given node pairs", description=(
+        "Score id pairs (two columns; comma, tab or whitespace separated; optional header) with "
+        "sigmoid(z_u . z_v). Writes source, target, score, probability as TSV to --out or to stdout."))
+    score.add_argument("run", help="a run directory (the --out of 'gaescale train')")
+    score.add_argument("pairs", help="a file of id pairs, or - for stdin")
+    score.add_argument("--out", help="output table: .tsv, .csv or .parquet (default: TSV on stdout)")
+
+    report = sub.add_parser("report", help="plots and an HTML report of a run", description=(
+        "Write PNG plots and one self-contained report.html (loss and validation curves, score histograms, "
+        "AUC by degree, a PCA of the embeddings) to RUN/report/ or --out."))
+    report.add_argument("run", help="a run directory (the --out of 'gaescale train')")
+    report.add_argument("--out", help="output directory (default: RUN/report)")
     return parser
+
+
+def _int_arg(value: str, name: str, owner: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ParameterError(name, owner, "an int >= 1", value) from None
 
 
 def _config(args: argparse.Namespace, defaults: dict) -> TrainConfig:
@@ -83,10 +111,22 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr, flush=True)
             data = community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
             train(config, data=data)
-        else:
+        elif args.command == "train":
             if getattr(args, "out", None) is None:
                 parser.error("the following arguments are required: --out")
             train(_config(args, {}))
+        elif args.command == "topk":
+            from .predict import topk_links
+            topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
+                       exclude_existing=args.exclude_existing, out=args.out, log=_log)
+        elif args.command == "score":
+            from .predict import score_pairs
+            table = score_pairs(args.run, args.pairs, out=args.out)
+            if args.out is None:
+                _print_table(table)
+        elif args.command == "report":
+            from .report import write_report
+            _log(f"wrote {write_report(args.run, args.out, log=_log)}")
     except GaescaleError as exc:
         print(f"gaescale: error: {exc}", file=sys.stderr)
         return 2
@@ -94,6 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         print("gaescale: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _print_table(table: dict) -> None:
+    cols = list(table)
+    out = sys.stdout
+    out.write("\t".join(cols) + "\n")
+    for row in zip(*(table[c] for c in cols)):
+        out.write("\t".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row) + "\n")
 
 
 if __name__ == "__main__":
