@@ -51,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train on an edge list", description=(
         "Train on an edge list and write embeddings.npy, nodes.tsv, model.pt, config.json and metrics.json to --out."))
-    train.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"])
+    train.add_argument("edges", nargs="?", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"] +
+                       " (may come from --config instead)")
+    train.add_argument("--config", help="a JSON file of config fields, e.g. a run's config.json; flags given "
+                                        "on the command line take precedence")
     _add_config_flags(train, {"edges"}, {})
 
     demo = sub.add_parser("demo", help="train on the built-in 770,000-node community graph", description=(
@@ -94,8 +97,10 @@ def _int_arg(value: str, name: str, owner: str) -> int:
 
 def _config(args: argparse.Namespace, defaults: dict) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {**defaults, **{k: v for k, v in vars(args).items() if k in names}}
-    return TrainConfig(**values)
+    given = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if getattr(args, "config", None):
+        return TrainConfig.from_file(args.config, **given)
+    return TrainConfig(**{**defaults, **given})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             data = community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
             train(config, data=data)
         elif args.command == "train":
-            if getattr(args, "out", None) is None:
-                parser.error("the following arguments are required: --out")
-            train(_config(args, {}))
+            config = _config(args, {})
+            if config.edges is None or config.out is None:
+                parser.error("the following arguments are required: " + ("EDGES" if config.edges is None else "--out"))
+            train(config)
         elif args.command == "topk":
             from .predict import topk_links
             topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,

@@ -101,6 +101,31 @@ class TrainConfig:
             raise ParameterError(unknown[0], "TrainConfig", f"one of the known fields {sorted(known)}", unknown[0])
         return cls(**d)
 
+    @classmethod
+    def from_file(cls, path, **overrides) -> "TrainConfig":
+        """A config from a JSON file (e.g. a run's ``config.json``); ``overrides`` take precedence. JSON only:
+        a config file is data, never code."""
+        from pathlib import Path
+
+        from .errors import InputFileError
+        p = Path(path)
+        if not p.is_file():
+            raise InputFileError(p, "no such file." if not p.exists() else "is a directory, expected a file.")
+        try:
+            d = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputFileError(p, f"not valid JSON: {exc.msg} (column {exc.colno}).", line=exc.lineno) from None
+        except UnicodeDecodeError:
+            raise InputFileError(p, "not valid JSON: the file is not UTF-8 text.") from None
+        if not isinstance(d, dict):
+            raise InputFileError(p, f"expected a JSON object of config fields. Got {type(d).__name__}.")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InputFileError(p, f"unknown config field; 'gaescale train --help' lists the fields (as flags).",
+                                 field=unknown[0])
+        return cls(**{**d, **overrides})
+
 
 def _check(f: dataclasses.Field, value):
     rule, name = f.metadata["rule"], f.name

@@ -1,0 +1,153 @@
+"""The bad-input catalogue beyond `train`'s input files (those are in test_cli.py): run directories,
+topk/score/report, checkpoints and resume, config files, and the Python API.
+
+Every case asserts the exact one-line message, exit code 2 (or the named exception for the API) and
+that nothing was written: the directory tree is the same before and after.
+"""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import gaescale
+from gaescale.checkpoint import list_checkpoints
+from gaescale.cli import main
+
+RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
+FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A finished run with two checkpoints, and its edge list."""
+    d = tmp_path_factory.mktemp("trained")
+    (d / "e.txt").write_text(RING)
+    assert main(["train", str(d / "e.txt"), "--out", str(d / "run"), "--checkpoint-every", "1"] + FAST) == 0
+    return d
+
+
+def _tree(root):
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def _setup_run(t, trained, drop=None, corrupt=None):
+    shutil.copytree(trained, t, dirs_exist_ok=True)
+    if drop:
+        os.remove(t / "run" / drop)
+    if corrupt:
+        ck = list_checkpoints(t / "run" / "checkpoints")[-1][1]
+        ck.write_bytes(b"not a checkpoint")
+    return t
+
+
+def _run(t):
+    return str(t / "run")
+
+
+CASES = {
+    "topk: no run directory": (lambda t, tr: ["topk", str(t / "nope"), "--out", str(t / "l.tsv")],
+                               "{t}/nope: no such run directory; pass the --out directory of a finished 'gaescale train'."),
+    "topk: not a run": (lambda t, tr: ["topk", str(t), "--out", str(t / "l.tsv")],
+                        "{t}: not a finished gaescale run (embeddings.npy is missing); pass the --out directory of a "
+                        "finished 'gaescale train'."),
+    "topk: k is zero": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--k", "0", "--out", str(t / "l.tsv")],
+                        "The 'k' parameter of topk must be an int >= 1. Got 0 instead."),
+    "topk: k not a number": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--k", "ten", "--out", str(t / "l.tsv")],
+                             "The 'k' parameter of topk must be an int >= 1. Got 'ten' instead."),
+    "topk: unknown node": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--nodes", "3", "x9", "--out", str(t / "l.tsv")],
+                           "--nodes: node id 'x9' is not in the run ({t}/run/nodes.tsv)."),
+    "topk: output suffix": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--out", str(t / "l.xlsx")],
+                            "The 'out' parameter of topk must be a file name ending in one of ['.tsv', '.csv', "
+                            "'.parquet']. Got '{t}/l.xlsx' instead."),
+    "topk: graph.npz missing": (lambda t, tr: ["topk", _run(_setup_run(t, tr, drop="graph.npz")), "--exclude-existing",
+                                               "--out", str(t / "l.tsv")],
+                                "{t}/run: graph.npz is missing; it is written by 'gaescale train' at the end of a run: "
+                                "train again (or resume) to create it."),
+    "topk: nodes.tsv does not match": (lambda t, tr: ["topk", _edit(_setup_run(t, tr), "run/nodes.tsv", "1\n2\n")[:-10],
+                                                      "--out", str(t / "l.tsv")],
+                                       "{t}/run/nodes.tsv: has 2 ids but embeddings.npy has 30 rows; the run directory "
+                                       "is inconsistent."),
+    "score: unknown id": (lambda t, tr: ["score", _run(_setup_run(t, tr)), _edit(t, "p.txt", "1 2\n# c\n3 77\n")],
+                          "{t}/p.txt, line 3, field 'target': node id '77' is not in the run ({t}/run/nodes.tsv)."),
+    "score: one column": (lambda t, tr: ["score", _run(_setup_run(t, tr)), _edit(t, "p.csv", "1,2\n5\n")],
+                          "{t}/p.csv, line 2: expected 2 node ids (source, target). Got 1: '5'."),
+    "score: no pairs": (lambda t, tr: ["score", _run(_setup_run(t, tr)), _edit(t, "p.txt", "# nothing\n\n")],
+                        "{t}/p.txt: no pairs to score (the input is empty or only comments)."),
+    "score: missing pairs file": (lambda t, tr: ["score", _run(_setup_run(t, tr)), str(t / "p.txt")],
+                                  "{t}/p.txt: no such file."),
+    "report: heldout.npz missing": (lambda t, tr: ["report", _run(_setup_run(t, tr, drop="heldout.npz"))],
+                                    "{t}/run: heldout.npz is missing; it is written by 'gaescale train' at the end of "
+                                    "a run: train again (or resume) to create it."),
+    "resume: no checkpoint": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "run"), "--resume"] + FAST,
+                              "{t}/run/checkpoints: no checkpoint to resume from; run without --resume to start afresh."),
+    "resume: changed config": (lambda t, tr: ["train", str(_setup_run(t, tr) / "e.txt"), "--out", _run(t), "--resume",
+                                              "--lr", "0.5"] + FAST,
+                               "{t}/run/checkpoints/epoch-000002.pt: the checkpoint was written with a different "
+                               "configuration (changed: lr 0.01 -> 0.5); resume with the same settings, or train "
+                               "without --resume into another --out."),
+    "resume: other graph": (lambda t, tr: ["train", _edit(_setup_run(t, tr), "e.txt", RING + "0 15\n"), "--out", _run(t),
+                                           "--resume"] + FAST,
+                            "{t}/run/checkpoints/epoch-000002.pt: the checkpoint was trained on a different graph or "
+                            "features; resume with the same input files, or train without --resume into another --out."),
+    "resume: corrupt checkpoint": (lambda t, tr: ["train", str(_setup_run(t, tr, corrupt=True) / "e.txt"), "--out",
+                                                  _run(t), "--resume"] + FAST,
+                                   None),  # the message quotes torch's reason; checked by pattern below
+    "config: invalid JSON": (lambda t, tr: ["train", "--config", _edit(t, "c.json", '{\n  "lr": 0.1,\n}\n'), "--out",
+                                            str(t / "out")],
+                             "{t}/c.json, line 3: not valid JSON: Expecting property name enclosed in double quotes "
+                             "(column 1)."),
+    "config: unknown field": (lambda t, tr: ["train", "--config", _edit(t, "c.json", '{"edges": "e.txt", "learning_rate": 1}'),
+                                             "--out", str(t / "out")],
+                              "{t}/c.json, field 'learning_rate': unknown config field; 'gaescale train --help' lists "
+                              "the fields (as flags)."),
+    "config: bad value": (lambda t, tr: ["train", "--config", _edit(t, "c.json", '{"edges": "e.txt", "epochs": 0}'),
+                                         "--out", str(t / "out")],
+                          "The 'epochs' parameter of train must be an int >= 1. Got 0 instead."),
+    "flag: negative checkpoint interval": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
+                                                          "--checkpoint-every", "-1"],
+                                           "The 'checkpoint_every' parameter of train must be an int >= 0. Got '-1' "
+                                           "instead."),
+}
+
+
+def _edit(t, name, text):
+    (t / name).write_text(text)
+    return str(t / name)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_catalogue(tmp_path, capsys, trained, case):
+    make, expected = CASES[case]
+    argv = make(tmp_path, trained)
+    before = _tree(tmp_path)
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    if expected is None:
+        assert err[0].startswith(f"gaescale: error: {tmp_path}/run/checkpoints/epoch-000002.pt: not a readable "
+                                 "gaescale checkpoint (") and err[0].endswith("delete it to resume from the one before.")
+    else:
+        assert err[0] == "gaescale: error: " + expected.format(t=tmp_path)
+    assert _tree(tmp_path) == before  # no partial output, nothing touched
+
+
+API = {
+    "loss kind": (lambda: gaescale.reconstruction_loss(__import__("torch").zeros(4, 2), __import__("torch").tensor([[0], [1]]),
+                                                       4, kind="hinge"),
+                  gaescale.ParameterError, "The 'kind' parameter of reconstruction_loss must be one of"),
+    "train without edges": (lambda: gaescale.train(out=None, quiet=True), gaescale.ParameterError,
+                            "The 'edges' parameter of train must be the path of an edge list. Got None instead."),
+    "config type": (lambda: gaescale.TrainConfig(edges="e.txt", variational="yes"), gaescale.ParameterError,
+                    "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
+    "top_k k": (lambda: __import__("gaescale.predict").predict.top_k(np.ones((3, 2)), 0), gaescale.ParameterError,
+                "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
+}
+
+
+@pytest.mark.parametrize("case", sorted(API))
+def test_python_api_errors(case):
+    call, exc, message = API[case]
+    with pytest.raises(exc) as info:
+        call()
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
