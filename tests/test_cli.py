@@ -125,8 +125,9 @@ def test_train_string_ids_end_to_end(tmp_path):
                         "--dim", "4"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "test AUC" in r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "embeddings.npy", "metrics.json", "model.pt",
-                                                    "nodes.tsv"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.json", "embeddings.npy", "graph.npz",
+                                                    "heldout.npz", "metrics.json", "model.pt", "nodes.tsv", "report"]
+    assert (out / "report" / "report.html").is_file() and (out / "checkpoints" / "epoch-000005.pt").is_file()
     ids = (out / "nodes.tsv").read_text().splitlines()
     emb = np.load(out / "embeddings.npy")
     assert sorted(ids) == sorted(names) and emb.shape == (40, 4) and emb.dtype == np.float32

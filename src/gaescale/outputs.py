@@ -15,6 +15,10 @@ import torch
 from .errors import OutputError
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def check_out_dir(path) -> Path:
     """Fail early, before any work, if ``path`` cannot be an output directory. Creates nothing."""
     p = Path(path)
@@ -36,6 +40,7 @@ def atomic_write(path, write: Callable[[io.BufferedWriter], None]) -> Path:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -133,6 +133,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                   test_neg=split.test_neg)
         metrics["peak_rss_bytes"] = peak_rss_bytes()
         write_json(out / "metrics.json", metrics)
+        if config.report:
+            from .report import write_report
+            write_report(out, log=log)
     summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  val AUC {_fmt(metrics['val_auc'])}"
                f"  |  {metrics['epochs']} epochs (best {result.best_epoch}), {metrics['seconds_per_epoch']:.3f} s/epoch, "
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")

@@ -29,14 +29,15 @@ def _neighbour_pairs(graph: Graph, q: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return rows, graph.indices[np.repeat(starts, counts) + offsets].astype(np.int64)
 
 
-def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None, block: int = 4096,
-          batch: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None, block: int = 2048,
+          batch: int = 2048, stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each query node, the ``k`` nodes of largest inner product ``z_q . z_v``, itself excluded and,
     with ``exclude``, its neighbours in that graph too.
 
     ``z: (N, d)``; ``queries: (Q,)`` node indices (default: all). Returns ``scores: (Q, k)`` float32,
     best first, and ``nodes: (Q, k)`` int64; where fewer than ``k`` candidates exist, the row ends in
-    ``-inf`` / ``-1``. Memory: ``O(N d + batch * block)``.
+    ``-inf`` / ``-1``. Memory: ``O(N d + batch * block)``. ``stats["pairs"]``, if given, counts the
+    inner products evaluated (a brute force evaluates ``Q * N``).
     """
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "top_k", "an int >= 1", k)
@@ -60,13 +61,13 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
         srt = torch.argsort(ex_pos)
         ex_pos, ex_row = ex_pos[srt], torch.from_numpy(rows)[srt]
         cuts = torch.searchsorted(ex_pos, torch.arange(0, n + block, block))
-        v, i = _scan(z[torch.from_numpy(q)], zs, bucket_max, block, k, ex_row, ex_pos, cuts)
+        v, i = _scan(z[torch.from_numpy(q)], zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats)
         scores[s:s + q.size] = v.numpy()
         nodes[s:s + q.size] = torch.where(i >= 0, order[i.clamp(min=0)], -1).numpy()
     return scores, nodes
 
 
-def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts):
+def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats=None):
     """Blocks of ``zs`` (sorted by decreasing norm) against the queries ``qv: (b, d)``, pruned by the
     length bound; excluded ``(row, position)`` pairs get ``-inf``. Returns ``(b, k)`` values and positions."""
     b, n = qv.shape[0], zs.shape[0]
@@ -80,6 +81,8 @@ def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts):
             break  # norms only shrink from here: no later block can enter any top-k
         lo, hi = j * block, min(j * block + block, n)
         sc = qv[active] @ zs[lo:hi].T
+        if stats is not None:
+            stats["pairs"] = stats.get("pairs", 0) + sc.numel()
         e0, e1 = int(cuts[j]), int(cuts[j + 1])
         if e1 > e0:
             slot[active] = torch.arange(active.numel())
