@@ -96,3 +96,13 @@ def test_score_from_file_and_stdin(run, tmp_path):
     header, row = r.stdout.splitlines()
     assert header == "source\ttarget\tscore\tprobability" and row.split("\t")[:2] == [ids[3], ids[9]]
     assert float(row.split("\t")[3]) == pytest.approx(1 / (1 + np.exp(-expect[0])), rel=1e-5)
+
+
+def test_run_ids_are_integers_only_when_written_canonically(tmp_path):
+    from gaescale.rundir import Run
+    np.save(tmp_path / "embeddings.npy", np.zeros((3, 2), np.float32))
+    (tmp_path / "nodes.tsv").write_text("10\n-2\n3\n")
+    assert Run.open(tmp_path).node_ids.dtype == np.int64
+    (tmp_path / "nodes.tsv").write_text("10\n007\n3\n")  # '007' must keep its zeros
+    run = Run.open(tmp_path)
+    assert run.node_ids.tolist() == ["10", "007", "3"] and run.rows(["007"], "x").tolist() == [1]

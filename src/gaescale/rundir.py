@@ -63,13 +63,19 @@ class Run:
 
     @cached_property
     def node_ids(self) -> np.ndarray:
-        """``(N,)`` the original ids as strings (as written in nodes.tsv)."""
+        """``(N,)`` the original ids from nodes.tsv: int64 when every line is an integer written canonically
+        (so ``007`` stays text), else str objects."""
         text = self._file("nodes.tsv").read_text()
-        return np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
+        ids = np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
+        try:
+            as_int = ids.astype(np.int64)
+        except (ValueError, OverflowError):
+            return ids
+        return as_int if all(str(i) == s for i, s in zip(as_int.tolist(), ids)) else ids
 
     @cached_property
     def _row_of(self) -> dict[str, int]:
-        return {s: i for i, s in enumerate(self.node_ids)}
+        return {str(s): i for i, s in enumerate(self.node_ids.tolist())}
 
     def rows(self, ids, source: str, *, line_of=None, field: str | None = None) -> np.ndarray:
         """Rows ``(k,)`` int64 of the given original ids (compared as text); an unknown id is an error that
