@@ -82,7 +82,7 @@ def run_gaescale(args: argparse.Namespace) -> dict:
         cmd = [sys.executable, "-m", "gaescale", "demo", "--nodes", str(args.nodes), "--num-edges", str(args.edges),
                "--graph-seed", str(args.graph_seed), "--hidden", "16,16", "--dim", "8",
                "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--patience", "0",
-               "--seed", "0", "--out", tmp, "--quiet"]
+               "--seed", "0", "--out", tmp, "--quiet", "--no-report", "--checkpoint-every", "0"]
         if args.threads:
             cmd += ["--threads", str(args.threads)]
         _, wall = run("gaescale", cmd)
