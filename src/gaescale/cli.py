@@ -137,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gaescale: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("gaescale: interrupted", file=sys.stderr)
+        hint = ""
+        if args.command in ("train", "demo") and getattr(args, "checkpoint_every", 1):
+            hint = "; run the same command with --resume to continue from the last checkpoint"
+        print(f"gaescale: interrupted{hint}", file=sys.stderr)
         return 130
     return 0
 
