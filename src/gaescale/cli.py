@@ -11,7 +11,7 @@ from .errors import GaescaleError, ParameterError
 
 DEMO_DEFAULTS = dict(hidden="16,16", dim=8, epochs=100, eval_every=5, out="runs/demo")
 GROUP_TITLES = {"input": "input", "output": "output", "model": "model", "training": "training and loss",
-                "evaluation": "evaluation", "runtime": "runtime"}
+                "scaling": "scaling: mini-batch strategies and memory", "evaluation": "evaluation", "runtime": "runtime"}
 
 
 def _flag(name: str) -> str:
@@ -28,7 +28,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults:
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
             if f.name == "hidden" and default is None:
                 shown = "32 for gcn/sage, none for linear"
-            help_ = f.metadata["help"] + ("" if f.metadata["rule"] == "bool" else f" (default: {shown})")
+            quiet_default = f.metadata["rule"] == "bool" or (default is None and f.metadata.get("optional"))
+            help_ = f.metadata["help"] + ("" if quiet_default else f" (default: {shown})")
             if f.metadata["rule"] == "bool":
                 negated = f.metadata.get("flag", "").startswith("--no-")
                 g.add_argument(f.metadata.get("flag", _flag(f.name)), dest=f.name,

@@ -49,6 +49,21 @@ class TrainConfig:
                                  "choice", choices=WEIGHTINGS + (None,))
     self_loops: bool = _opt(False, "reconstruct A + I: every node counts as linked to itself, as in the GAE "
                                    "paper's target (measured +1.3 AUC points for GAE on Cora)", "bool")
+    strategy: str = _opt("full", "what each step trains on: full (the whole graph), cluster (Cluster-GCN: batches of "
+                                 "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on the "
+                                 "whole graph, loss on a degree-sampled subgraph)", "choice", group="scaling",
+                         choices=("full", "cluster", "fastgae"))
+    cluster_parts: int | None = _opt(None, "METIS parts for --strategy cluster (default: one per 1,000 nodes)",
+                                     "int>=1", group="scaling", optional=True)
+    clusters_per_batch: int | None = _opt(None, "parts per Cluster-GCN step (default: 20)", "int>=1",
+                                          group="scaling", optional=True)
+    fastgae_nodes: int | None = _opt(None, "nodes of each FastGAE subgraph (default: N/10, at least 1,000)", "int>=2",
+                                     group="scaling", optional=True)
+    fastgae_alpha: float | None = _opt(None, "FastGAE draws nodes with probability proportional to degree^alpha "
+                                             "(default: 1; 0: uniform)", "float>=0", group="scaling", optional=True)
+    checkpoint_activations: bool = _opt(False, "keep only each layer's input for backward and recompute the rest "
+                                               "(torch.utils.checkpoint): less memory, about one more forward",
+                                        "bool", group="scaling")
     neg_ratio: float = _opt(1.0, "sampled node pairs per training edge (dense=sampled)", "float>0")
     epochs: int = _opt(200, "maximum training epochs", "int>=1")
     lr: float = _opt(0.01, "Adam learning rate", "float>0")
@@ -78,6 +93,11 @@ class TrainConfig:
             self.hidden = () if self.encoder == "linear" else (32,)
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
+        owners = {"cluster_parts": "cluster", "clusters_per_batch": "cluster", "fastgae_nodes": "fastgae",
+                  "fastgae_alpha": "fastgae"}
+        for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
+            if getattr(self, name) is not None and self.strategy != strategy:
+                raise ParameterError(name, "train", f"left unset unless strategy='{strategy}'", getattr(self, name))
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
 
@@ -129,6 +149,8 @@ class TrainConfig:
 
 def _check(f: dataclasses.Field, value):
     rule, name = f.metadata["rule"], f.name
+    if value is None and f.metadata.get("optional"):
+        return None
     bad = lambda expected: ParameterError(name, "train", expected, value)  # noqa: E731
     if rule == "bool":
         if isinstance(value, bool):
@@ -170,10 +192,10 @@ def _check(f: dataclasses.Field, value):
             v = float(value)
         except (TypeError, ValueError):
             raise bad("a float") from None
-        ok = v > 0 if rule == "float>0" else 0.0 <= v < 1.0
+        ok = v > 0 if rule == "float>0" else v >= 0 if rule == "float>=0" else 0.0 <= v < 1.0
         if ok and v == v and v != float("inf"):
             return v
-        raise bad("a float > 0" if rule == "float>0" else "a float in [0, 1)")
+        raise bad({"float>0": "a float > 0", "float>=0": "a float >= 0"}.get(rule, "a float in [0, 1)"))
     raise AssertionError(f"unknown rule {rule}")  # a bug in this module, not user input
 
 

@@ -63,6 +63,7 @@ class _Stacked(nn.Module):
             for a, b in zip(widths[:-1], widths[1:]))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(b)) for b in dims)
         self.dropout = float(dropout)
+        self.checkpoint_activations = False  # recompute each hidden layer in backward (torch.utils.checkpoint)
         self._cache = _Propagated()
         self.reset_parameters()
 
@@ -79,13 +80,30 @@ class _Stacked(nn.Module):
         """``A h W^T``, multiplying by ``W`` first when that narrows the sparse product."""
         return op @ lin(h) if lin.in_features > lin.out_features else lin(op @ h)
 
-    def _first(self, op: SparseOperator, lin: nn.Linear, x: torch.Tensor | None) -> torch.Tensor | None:
+    @staticmethod
+    def _table(lin: nn.Linear, graph: Graph) -> torch.Tensor:
+        """A featureless first layer's ``I W^T``: the ``(N, h1)`` table, or its rows for a subgraph."""
+        return lin.weight.T if graph.node_ids is None else lin.weight.T[torch.from_numpy(graph.node_ids)]
+
+    def _first(self, op: SparseOperator, lin: nn.Linear, x: torch.Tensor | None, graph: Graph) -> torch.Tensor | None:
         """``A X W^T`` for the first layer: a table product when featureless, cached ``A X`` for constant x."""
         if self.featureless:
-            return op @ lin.weight.T  # A I W^T
+            return op @ self._table(lin, graph)  # A I W^T
         if not x.requires_grad:
             return self._cache(op, x) @ lin.weight.T
         return None
+
+    def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
+        """``x: (N, F)`` or None, returns ``z: (N, d)``. With ``checkpoint_activations``, layers after the
+        first keep only their input for backward and recompute the rest (dropout masks included)."""
+        h = x
+        for i in range(len(self.layers)):
+            if i and self.checkpoint_activations and self.training and torch.is_grad_enabled():
+                from torch.utils.checkpoint import checkpoint
+                h = checkpoint(self._layer, i, h, graph, use_reentrant=False)
+            else:
+                h = self._layer(i, h, graph)
+        return h
 
     def _finish(self, h: torch.Tensor, i: int) -> torch.Tensor:
         b = self.biases[i]
@@ -117,14 +135,10 @@ class GCN(_Stacked):
                  dropout: float = 0.0):
         super().__init__("GCN", in_dim, dims, num_nodes, dropout, weights_per_layer=1)
 
-    def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
-        """``x: (N, F)`` or None, returns ``z: (N, d)``."""
-        op = graph.gcn_operator
-        h = x
-        for i, (lin,) in enumerate(self.layers):
-            out = self._first(op, lin, h) if i == 0 else None
-            h = self._finish(out if out is not None else self._propagate(op, lin, h), i)
-        return h
+    def _layer(self, i: int, h: torch.Tensor | None, graph: Graph) -> torch.Tensor:
+        op, lin = graph.gcn_operator, self.layers[i][0]
+        out = self._first(op, lin, h, graph) if i == 0 else None
+        return self._finish(out if out is not None else self._propagate(op, lin, h), i)
 
 
 def linear_encoder(in_dim: int | None, dim: int, *, num_nodes: int | None = None) -> GCN:
@@ -143,17 +157,13 @@ class SAGE(_Stacked):
                  dropout: float = 0.0):
         super().__init__("SAGE", in_dim, dims, num_nodes, dropout, weights_per_layer=2)
 
-    def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
-        """``x: (N, F)`` or None, returns ``z: (N, d)``."""
-        op = graph.mean_operator
-        h = x
-        for i, (lin_self, lin_neigh) in enumerate(self.layers):
-            neigh = self._first(op, lin_neigh, h) if i == 0 else None
-            if neigh is None:
-                neigh = self._propagate(op, lin_neigh, h)
-            own = lin_self.weight.T if (i == 0 and self.featureless) else lin_self(h)
-            h = self._finish(neigh.add_(own) if neigh.grad_fn is not None else neigh + own, i)
-        return h
+    def _layer(self, i: int, h: torch.Tensor | None, graph: Graph) -> torch.Tensor:
+        op, (lin_self, lin_neigh) = graph.mean_operator, self.layers[i]
+        neigh = self._first(op, lin_neigh, h, graph) if i == 0 else None
+        if neigh is None:
+            neigh = self._propagate(op, lin_neigh, h)
+        own = self._table(lin_self, graph) if (i == 0 and self.featureless) else lin_self(h)
+        return self._finish(neigh.add_(own) if neigh.grad_fn is not None else neigh + own, i)
 
 
 ENCODERS = {"gcn": GCN, "sage": SAGE}

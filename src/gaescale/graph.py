@@ -52,9 +52,11 @@ class Graph:
     indices: np.ndarray
     num_nodes: int
     stats: CleanStats | None = field(default=None, compare=False)
+    node_ids: np.ndarray | None = field(default=None, compare=False)  # of a subgraph: original node indices
 
     @classmethod
-    def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, canonical: bool = False) -> "Graph":
+    def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, canonical: bool = False,
+                        node_ids: np.ndarray | None = None) -> "Graph":
         """Build from ``edge_index: (2, E)``. Unless ``canonical`` (already ``u < v``, unique), the
         edges are made undirected and self loops and duplicates are dropped (see ``stats``)."""
         stats = None
@@ -65,7 +67,7 @@ class Graph:
         adj = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(num_nodes, num_nodes))
         adj.sort_indices()
         # indices stay int32 when N allows (SciPy's choice): half the memory of int64
-        return cls(adj.indptr.astype(np.int64), adj.indices, int(num_nodes), stats)
+        return cls(adj.indptr.astype(np.int64), adj.indices, int(num_nodes), stats, node_ids)
 
     @property
     def num_edges(self) -> int:

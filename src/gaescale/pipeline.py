@@ -22,7 +22,9 @@ from .io import EdgeList, read_edges
 from .models import GAE, VGAE
 from .evaluate import hits_at_k, link_scores, mrr, pair_scores
 from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
+from .samplers import metis_parts
 from .split import split_edges
+from .strategies import ClusterGCN, FastGAE, FullBatch
 from .trainer import fit
 
 
@@ -97,13 +99,15 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if config.self_loops:  # the target becomes A + I: add (i, i) for every node
         loops = np.arange(data.num_nodes, dtype=np.int64)
         train_pairs = np.concatenate([train_pairs, np.stack([loops, loops])], axis=1)
+    model.encoder.checkpoint_activations = config.checkpoint_activations
+    strategy = _strategy(config, train_graph, log)
     checkpointer, resume = _checkpointing(config, out, csr, x, log)
     result = fit(model, x, train_graph, torch.from_numpy(train_pairs), val=(split.val_pos, split.val_neg) if has_val else None,
                  epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                  patience=config.patience, progress=not config.quiet,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                   neg_ratio=config.neg_ratio),
-                 checkpointer=checkpointer, resume=resume)
+                 checkpointer=checkpointer, resume=resume, strategy=strategy)
     model.eval()
     with torch.no_grad():
         z = model(x, train_graph)
@@ -141,6 +145,24 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     log(summary + (f"\noutputs in {out}/" if out is not None else ""))
     return RunResult(model, embeddings, node_ids, metrics, out)
+
+
+def _strategy(config: TrainConfig, graph: Graph, log):
+    """The training strategy of ``config`` on the training graph (METIS runs here for Cluster-GCN)."""
+    if config.strategy == "cluster":
+        parts = config.cluster_parts or max(1, graph.num_nodes // 1000)
+        t = time.perf_counter()
+        membership = metis_parts(graph, min(parts, graph.num_nodes), seed=config.seed)
+        per_batch = config.clusters_per_batch or 20
+        log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
+            f"{-(-parts // per_batch):,} steps per epoch")
+        return ClusterGCN(membership, per_batch, self_loops=config.self_loops)
+    if config.strategy == "fastgae":
+        size = config.fastgae_nodes or min(graph.num_nodes, max(1000, graph.num_nodes // 10))
+        alpha = 1.0 if config.fastgae_alpha is None else config.fastgae_alpha
+        log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
+        return FastGAE(min(size, graph.num_nodes), alpha, self_loops=config.self_loops)
+    return FullBatch()
 
 
 def _checkpointing(config: TrainConfig, out: Path | None, csr, x, log) -> tuple[Checkpointer | None, dict | None]:

@@ -15,6 +15,7 @@ from .checkpoint import Checkpointer, rng_state, set_rng_state
 from .errors import NonFiniteLossError
 from .graph import Graph
 from .evaluate import link_scores
+from .strategies import FullBatch
 from .sparse import PairIndex
 
 
@@ -35,16 +36,19 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
-        resume: dict[str, Any] | None = None) -> FitResult:
+        resume: dict[str, Any] | None = None, strategy=None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
+    ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
+    the recorded loss of an epoch is the mean over its steps.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
     a run that was never interrupted.
     """
     loss_kwargs = dict(loss_kwargs or {})
+    strategy = strategy or FullBatch()
     if isinstance(train_edges, torch.Tensor):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
     gen = torch.Generator().manual_seed(seed + 1)
@@ -62,17 +66,19 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             break
         t0 = time.perf_counter()
         model.train()
-        opt.zero_grad(set_to_none=True)
-        z = model(x, graph)
-        loss = model.loss(z, train_edges, generator=gen, **loss_kwargs)
-        if not torch.isfinite(loss):
-            kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
-            raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; lower --lr or "
-                                     f"check the features' scale.{kept}")
-        loss.backward()
-        opt.step()
+        losses = []
+        for loss in strategy.steps(model, x, graph, train_edges, gen, loss_kwargs):
+            if not torch.isfinite(loss):
+                kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
+                raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; lower --lr or "
+                                         f"check the features' scale.{kept}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
         s["seconds"].append(time.perf_counter() - t0)
-        rec: dict[str, Any] = {"epoch": epoch, "loss": float(loss.item()), "seconds": s["seconds"][-1]}
+        rec: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s["seconds"][-1],
+                               "steps": len(losses)}
         if val is not None and (epoch % eval_every == 0 or epoch == epochs):
             model.eval()
             with torch.no_grad():
