@@ -104,6 +104,10 @@ CASES = {
     "config: bad value": (lambda t, tr: ["train", "--config", _edit(t, "c.json", '{"edges": "e.txt", "epochs": 0}'),
                                          "--out", str(t / "out")],
                           "The 'epochs' parameter of train must be an int >= 1. Got 0 instead."),
+    "flag: option of another strategy": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
+                                                        "--fastgae-nodes", "100"],
+                                         "The 'fastgae_nodes' parameter of train must be left unset unless "
+                                         "strategy='fastgae'. Got 100 instead."),
     "flag: negative checkpoint interval": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
                                                           "--checkpoint-every", "-1"],
                                            "The 'checkpoint_every' parameter of train must be an int >= 0. Got '-1' "

@@ -24,7 +24,7 @@ from .outputs import write_torch
 # Fields that change neither the data nor the trajectory of training: a run may resume with other values.
 # The input paths are left out too: the graph's fingerprint checks their content, wherever they moved.
 RESUMABLE_CHANGES = frozenset({"out", "quiet", "threads", "resume", "checkpoint_every", "epochs", "report",
-                               "edges", "features"})
+                               "time_limit", "edges", "features"})
 _NAME = re.compile(r"^epoch-(\d+)\.pt$")
 
 

@@ -80,6 +80,8 @@ class TrainConfig:
                                "or the graph differ (--epochs may grow)", "bool", group="output")
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
                         group="output", flag="--no-report")
+    time_limit: float | None = _opt(None, "stop after the epoch that brings the training time past this many "
+                                          "seconds (evaluation excluded)", "float>0", group="runtime", optional=True)
     threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime")
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime")
 

@@ -107,7 +107,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                  patience=config.patience, progress=not config.quiet,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                   neg_ratio=config.neg_ratio),
-                 checkpointer=checkpointer, resume=resume, strategy=strategy)
+                 checkpointer=checkpointer, resume=resume, strategy=strategy, time_limit=config.time_limit)
     model.eval()
     with torch.no_grad():
         z = model(x, train_graph)

@@ -36,12 +36,13 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
-        resume: dict[str, Any] | None = None, strategy=None) -> FitResult:
+        resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
     ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
-    the recorded loss of an epoch is the mean over its steps.
+    the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
+    training time (evaluation excluded) reaches it.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
@@ -49,7 +50,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     """
     loss_kwargs = dict(loss_kwargs or {})
     strategy = strategy or FullBatch()
-    if isinstance(train_edges, torch.Tensor):
+    if isinstance(train_edges, torch.Tensor) and isinstance(strategy, FullBatch):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
     gen = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -90,7 +91,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
                 s["waited"] += 1
         s["history"].append(rec)
         s["epoch"] = epoch
-        s["stopped"] = bool(val is not None and patience and s["waited"] >= patience)
+        s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or bool(
+            time_limit and sum(s["seconds"]) >= time_limit)
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
             checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
                                       "rng": rng_state(gen)})
