@@ -51,8 +51,9 @@ class TrainConfig:
                                    "paper's target (measured +1.3 AUC points for GAE on Cora)", "bool")
     strategy: str = _opt("full", "what each step trains on: full (the whole graph), cluster (Cluster-GCN: batches of "
                                  "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on the "
-                                 "whole graph, loss on a degree-sampled subgraph)", "choice", group="scaling",
-                         choices=("full", "cluster", "fastgae"))
+                                 "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, encoder on "
+                                 "the sampled neighbourhoods of their endpoints)", "choice", group="scaling",
+                         choices=("full", "cluster", "fastgae", "neighbor"))
     cluster_parts: int | None = _opt(None, "METIS parts for --strategy cluster (default: one per 1,000 nodes)",
                                      "int>=1", group="scaling", optional=True)
     clusters_per_batch: int | None = _opt(None, "parts per Cluster-GCN step (default: 20)", "int>=1",
@@ -61,6 +62,11 @@ class TrainConfig:
                                      group="scaling", optional=True)
     fastgae_alpha: float | None = _opt(None, "FastGAE draws nodes with probability proportional to degree^alpha "
                                              "(default: 1; 0: uniform)", "float>=0", group="scaling", optional=True)
+    fanouts: tuple | None = _opt(None, "neighbours sampled per node at each hop for --strategy neighbor, one per "
+                                       "encoder layer, e.g. 10,10 (default: 10 per layer)", "ints", group="scaling",
+                                 optional=True)
+    batch_size: int | None = _opt(None, "training edges per --strategy neighbor step (default: 65,536)", "int>=1",
+                                  group="scaling", optional=True)
     checkpoint_activations: bool = _opt(False, "keep only each layer's input for backward and recompute the rest "
                                                "(torch.utils.checkpoint): less memory, about one more forward",
                                         "bool", group="scaling")
@@ -80,8 +86,8 @@ class TrainConfig:
                                "or the graph differ (--epochs may grow)", "bool", group="output")
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
                         group="output", flag="--no-report")
-    time_limit: float | None = _opt(None, "stop after the epoch that brings the training time past this many "
-                                          "seconds (evaluation excluded)", "float>0", group="runtime", optional=True)
+    time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
+                                          "past this many seconds (evaluation excluded)", "float>0", group="runtime", optional=True)
     threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime")
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime")
 
@@ -96,10 +102,16 @@ class TrainConfig:
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
         owners = {"cluster_parts": "cluster", "clusters_per_batch": "cluster", "fastgae_nodes": "fastgae",
-                  "fastgae_alpha": "fastgae"}
+                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor"}
         for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
             if getattr(self, name) is not None and self.strategy != strategy:
                 raise ParameterError(name, "train", f"left unset unless strategy='{strategy}'", getattr(self, name))
+        if self.strategy == "neighbor" and self.dense != "sampled":
+            raise ParameterError("dense", "train", "'sampled' with strategy='neighbor' (a link mini-batch sees "
+                                                   "only its own nodes' embeddings)", self.dense)
+        if self.fanouts is not None and len(self.fanouts) != len(self.layer_dims):
+            raise ParameterError("fanouts", "train", f"one fan-out per encoder layer ({len(self.layer_dims)} here)",
+                                 ",".join(map(str, self.fanouts)))
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
 

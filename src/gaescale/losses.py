@@ -210,6 +210,26 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     return w0 * d + edge
 
 
+def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,
+                   kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None) -> Tensor:
+    """An unbiased estimate of the full loss :func:`reconstruction_loss` (``dense='sampled'``) from one
+    mini-batch of a link loader: ``s_pos: (B,)`` the logits of a uniformly drawn share ``edge_fraction``
+    of the training edges (each undirected edge once; ``pos_loops: (B,)`` bool marks self pairs
+    ``(i, i)``, which count once), ``s_neg: (m,)`` the logits of ``m`` ordered pairs drawn uniformly
+    from all ``N^2``. The weights are the whole graph's (``num_nodes``, ``num_edge_pairs`` ordered edge
+    pairs), so the estimate of every batch has the full loss as its mean:
+    ``edge term of the batch / edge_fraction + w0 * N^2 / m * sum l0(s_neg)``.
+    """
+    loss, weighting = resolve_kind(kind, weighting)
+    w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
+    per_pair = w1 * loss.l1(s_pos) - w0 * loss.l0(s_pos)
+    edge = 2 * per_pair.sum()
+    if pos_loops is not None:
+        edge = edge - per_pair[pos_loops].sum()
+    dense = loss.l0(s_neg).sum() * (float(num_nodes) ** 2 / max(s_neg.numel(), 1))
+    return edge / edge_fraction + w0 * dense
+
+
 def as_pair_index(edge_index: Tensor | PairIndex, num_nodes: int) -> PairIndex:
     """A :class:`PairIndex` for ``edge_index: (2, E)`` node indices (or the index itself)."""
     if isinstance(edge_index, PairIndex):

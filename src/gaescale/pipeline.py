@@ -24,7 +24,7 @@ from .evaluate import hits_at_k, link_scores, mrr, pair_scores
 from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
 from .split import split_edges
-from .strategies import ClusterGCN, FastGAE, FullBatch
+from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
 
 
@@ -162,6 +162,11 @@ def _strategy(config: TrainConfig, graph: Graph, log):
         alpha = 1.0 if config.fastgae_alpha is None else config.fastgae_alpha
         log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
         return FastGAE(min(size, graph.num_nodes), alpha, self_loops=config.self_loops)
+    if config.strategy == "neighbor":
+        fanouts = list(config.fanouts or [10] * len(config.layer_dims))
+        batch = config.batch_size or 65_536
+        log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
+        return NeighborLinks(fanouts, batch)
     return FullBatch()
 
 

@@ -68,3 +68,68 @@ def degree_sampled_nodes(degree: np.ndarray, size: int, alpha: float, generator:
     w = torch.from_numpy(np.asarray(degree, np.float64)) ** float(alpha)
     size = min(int(size), int((w > 0).sum()))
     return np.sort(torch.multinomial(w, size, replacement=False, generator=generator).numpy())
+
+
+def sample_neighbors(graph: Graph, nodes: np.ndarray, fanout: int,
+                     generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``nodes: (n,)``, ``min(degree, fanout)`` distinct neighbours drawn uniformly without
+    replacement. Returns ``(rows, cols)``, both ``(m,)`` int64: ``nodes[rows[k]]`` is linked to
+    ``cols[k]`` (a node index of ``graph``).
+
+    Vectorised over nodes: a node with at most ``fanout`` neighbours keeps them all; the others run
+    Floyd's algorithm in lockstep (``fanout`` rounds, each drawing one slot per node and replacing a
+    repeat by the round's new top slot), so the Python loop is over the fanout, never over nodes.
+    """
+    nodes = np.asarray(nodes, np.int64)
+    deg = graph.degree[nodes]
+    small = np.flatnonzero(deg <= fanout)
+    counts = deg[small]
+    rows_all = np.repeat(small, counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    slots_all = np.repeat(graph.indptr[nodes[small]], counts) + offsets
+    big = np.flatnonzero(deg > fanout)
+    chosen = np.empty((big.size, fanout), np.int64)
+    if big.size:
+        top = deg[big] - fanout  # round t draws from slots [0, top + t]
+        u = torch.rand((fanout, big.size), generator=generator, dtype=torch.float64).numpy()
+        for t in range(fanout):
+            j = top + t
+            r = np.minimum((u[t] * (j + 1)).astype(np.int64), j)
+            seen = (chosen[:, :t] == r[:, None]).any(axis=1)
+            chosen[:, t] = np.where(seen, j, r)
+    rows = np.concatenate([rows_all, np.repeat(big, fanout)])
+    slots = np.concatenate([slots_all, (graph.indptr[nodes[big]][:, None] + chosen).ravel()])
+    return rows, graph.indices[slots].astype(np.int64)
+
+
+def neighbor_subgraph(graph: Graph, seeds: np.ndarray, fanouts: list[int],
+                      generator: torch.Generator) -> tuple[Graph, dict[str, list[np.ndarray]]]:
+    """The computation graph of ``seeds: (S,)`` (distinct node indices) for a ``len(fanouts)``-layer
+    encoder, GraphSAGE / PyG NeighborLoader style: hop ``h`` samples ``fanouts[h]`` neighbours of each node
+    first reached at hop ``h`` (the seeds at hop 0). Returns the undirected graph of the sampled edges on
+    the reached nodes, relabelled with the seeds first, in order (``node_ids`` holds the original
+    indices), and the sampled edges per hop as ``{"targets": [...], "neighbors": [...]}`` (original
+    indices), for inspection. Every edge of the result is an edge of ``graph``.
+    """
+    seeds = np.asarray(seeds, np.int64)
+    local = np.full(graph.num_nodes, -1, np.int64)
+    local[seeds] = np.arange(seeds.size)
+    order, frontier = [seeds], seeds
+    hops: dict[str, list[np.ndarray]] = {"targets": [], "neighbors": []}
+    for fanout in fanouts:
+        rows, cols = sample_neighbors(graph, frontier, fanout, generator)
+        hops["targets"].append(frontier[rows])
+        hops["neighbors"].append(cols)
+        fresh = np.zeros(graph.num_nodes, bool)  # a mask, not np.unique: O(N) beats hashing millions of ids
+        fresh[cols[local[cols] < 0]] = True
+        new = np.flatnonzero(fresh)
+        local[new] = sum(o.size for o in order) + np.arange(new.size)
+        order.append(new)
+        frontier = new
+    nodes = np.concatenate(order)
+    u = local[np.concatenate(hops["targets"])] if fanouts else np.zeros(0, np.int64)
+    v = local[np.concatenate(hops["neighbors"])] if fanouts else np.zeros(0, np.int64)
+    edges = np.sort(np.minimum(u, v) * np.int64(nodes.size) + np.maximum(u, v))
+    edges = edges[np.concatenate([[True], edges[1:] != edges[:-1]])] if edges.size else edges  # u-v and v-u
+    edge_index = np.stack([edges // nodes.size, edges % nodes.size])
+    return Graph.from_edge_index(edge_index, nodes.size, canonical=True, node_ids=nodes), hops

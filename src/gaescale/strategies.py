@@ -1,4 +1,5 @@
-"""What one epoch of training computes: the whole graph at once, Cluster-GCN batches, or FastGAE.
+"""What one epoch of training computes: the whole graph at once, Cluster-GCN batches, FastGAE, or
+neighbour-sampled link batches.
 
 A strategy's :meth:`steps` yields one loss per optimizer step; the trainer backpropagates and steps
 after each. All randomness comes from the trainer's ``generator`` (saved in checkpoints).
@@ -10,9 +11,10 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .errors import GraphError
+from .errors import GraphError, ParameterError
 from .graph import Graph
-from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph
+from .losses import minibatch_loss
+from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph
 from .sparse import PairIndex
 
 
@@ -75,3 +77,46 @@ class FastGAE:
                 return
         raise GraphError(f"FastGAE drew 8 subsets of {self.size} nodes without an edge between them; "
                          "raise --fastgae-nodes.")
+
+
+class NeighborLinks:
+    """Link mini-batches with neighbour sampling (GraphSAGE; PyG's LinkNeighborLoader): each step takes
+    ``batch_size`` training edges (a random partition of them per epoch) and ``neg_ratio`` times as many
+    ordered pairs drawn uniformly from all ``N^2``; the encoder runs on the sampled computation graph
+    of their endpoints only (``fanouts[h]`` neighbours per node at hop ``h``, see
+    :func:`gaescale.samplers.neighbor_subgraph`), and the step's loss is the unbiased estimate of the
+    full-graph loss from these pairs (:func:`gaescale.losses.minibatch_loss`; the dense term must be
+    ``sampled``). A VGAE adds its KL term over the computation graph's nodes, divided by ``N``.
+    """
+
+    name = "neighbor"
+
+    def __init__(self, fanouts: list[int], batch_size: int):
+        self.fanouts, self.batch_size = list(fanouts), int(batch_size)
+
+    def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
+        if loss_kwargs.get("dense", "sampled") != "sampled":
+            raise ParameterError("dense", "NeighborLinks", "'sampled' (a link mini-batch sees only its own nodes' "
+                                                           "embeddings)", loss_kwargs["dense"])
+        pairs = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
+        n, e = graph.num_nodes, pairs.shape[1]
+        loops = pairs[0] == pairs[1]
+        weights = dict(kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"),
+                       num_nodes=n, num_edge_pairs=2 * e - int(loops.sum()))
+        neg_ratio = float(loss_kwargs.get("neg_ratio", 1.0))
+        perm = torch.randperm(e, generator=generator)
+        for start in range(0, e, self.batch_size):
+            batch = perm[start:start + self.batch_size]
+            pos = pairs[:, batch]
+            m = max(1, round(neg_ratio * batch.numel()))
+            neg = torch.randint(0, n, (2, m), generator=generator)
+            ends = torch.cat([pos, neg], dim=1)
+            seeds, where = torch.unique(ends, return_inverse=True)
+            sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
+            z = model(None if x is None else x[torch.from_numpy(sub.node_ids)], sub)
+            s = (z[where[0]] * z[where[1]]).sum(-1)
+            b = batch.numel()
+            loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / e, pos_loops=loops[batch], **weights)
+            if hasattr(model, "kl"):
+                loss = loss + model.kl() / n
+            yield loss

@@ -42,7 +42,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
     ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
     the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
-    training time (evaluation excluded) reaches it.
+    training time (evaluation excluded) reaches it, checked after every optimizer step.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
@@ -77,10 +77,13 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             loss.backward()
             opt.step()
             losses.append(loss.item())
+            if time_limit and sum(s["seconds"]) + time.perf_counter() - t0 >= time_limit:
+                break  # mid-epoch: a mini-batch epoch can be long
         s["seconds"].append(time.perf_counter() - t0)
         rec: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s["seconds"][-1],
                                "steps": len(losses)}
-        if val is not None and (epoch % eval_every == 0 or epoch == epochs):
+        time_up = bool(time_limit and sum(s["seconds"]) >= time_limit)
+        if val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up):
             model.eval()
             with torch.no_grad():
                 rec["val_auc"], rec["val_ap"] = link_scores(model(x, graph), *val)
@@ -91,8 +94,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
                 s["waited"] += 1
         s["history"].append(rec)
         s["epoch"] = epoch
-        s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or bool(
-            time_limit and sum(s["seconds"]) >= time_limit)
+        s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or time_up
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
             checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
                                       "rng": rng_state(gen)})
