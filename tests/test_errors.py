@@ -107,11 +107,19 @@ CASES = {
     "flag: option of another strategy": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
                                                         "--fastgae-nodes", "100"],
                                          "The 'fastgae_nodes' parameter of train must be left unset unless "
-                                         "strategy='fastgae'. Got 100 instead."),
+                                         "strategy is 'fastgae' or 'auto'. Got 100 instead."),
     "flag: negative checkpoint interval": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
                                                           "--checkpoint-every", "-1"],
                                            "The 'checkpoint_every' parameter of train must be an int >= 0. Got '-1' "
                                            "instead."),
+    "plan: both a graph and counts": (lambda t, tr: ["plan", _edit(t, "e.txt", RING), "--nodes", "30"],
+                                      "The 'graph' parameter of plan must be an edge list, or --nodes and --edges, "
+                                      "not both. Got 'both' instead."),
+    "flag: a memory budget nothing fits": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
+                                                          "--strategy", "auto", "--memory-budget", "0.01", "--quiet"],
+                                           "The 'memory_budget' parameter of train must be at least 0.47 GiB, the "
+                                           "smallest predicted peak (strategy 'full'); lower --batch-size or raise "
+                                           "--cluster-parts. Got '0.01 GiB' instead."),
 }
 
 

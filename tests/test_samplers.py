@@ -98,7 +98,7 @@ def test_strategies_learn_and_resume_bit_for_bit(tmp_path, strategy):
 
 def test_flags_of_another_strategy_are_refused():
     with pytest.raises(gaescale.ParameterError, match=r"The 'cluster_parts' parameter of train must be left unset "
-                                                      r"unless strategy='cluster'\. Got 10 instead\."):
+                                                      r"unless strategy is 'cluster' or 'auto'\. Got 10 instead\."):
         gaescale.TrainConfig(edges="e.txt", cluster_parts=10)
 
 

@@ -86,6 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
         "AUC by degree, a PCA of the embeddings) to RUN/report/ or --out."))
     report.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     report.add_argument("--out", help="output directory (default: RUN/report)")
+
+    plan = sub.add_parser("plan", help="predicted peak memory and work per epoch of each strategy", description=(
+        "For a graph (an edge list, or --nodes and --edges) and the model flags of 'train', print each "
+        "strategy's predicted peak memory of training and its work per epoch, the dense N x N matrix for "
+        "reference, and what --strategy auto would choose under --memory-budget (default: available memory)."))
+    plan.add_argument("graph", nargs="?", help="an edge list to size (read and cleaned once), instead of --nodes/--edges")
+    plan.add_argument("--nodes", help="number of nodes")
+    plan.add_argument("--edges", dest="plan_edges", metavar="EDGES", help="number of undirected edges")
+    plan.add_argument("--num-features", default="0", help="features per node (default: 0, featureless)")
+    _add_config_flags(plan, {f.name for g in ("input", "output", "runtime") for f in fields_by_group()[g]},
+                      {"strategy": "auto"})
     return parser
 
 
@@ -131,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             table = score_pairs(args.run, args.pairs, out=args.out)
             if args.out is None:
                 _print_table(table)
+        elif args.command == "plan":
+            from .plan import plan_command
+            config = _config(args, {"strategy": "auto"})
+            print(plan_command(config, args.graph, args.nodes, args.plan_edges, args.num_features, log=_log))
         elif args.command == "report":
             from .report import write_report
             _log(f"wrote {write_report(args.run, args.out, log=_log)}")

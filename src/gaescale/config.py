@@ -52,8 +52,11 @@ class TrainConfig:
     strategy: str = _opt("full", "what each step trains on: full (the whole graph), cluster (Cluster-GCN: batches of "
                                  "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on the "
                                  "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, encoder on "
-                                 "the sampled neighbourhoods of their endpoints)", "choice", group="scaling",
-                         choices=("full", "cluster", "fastgae", "neighbor"))
+                                 "the sampled neighbourhoods of their endpoints), auto (the first of full, fastgae, "
+                                 "cluster, neighbor whose predicted peak fits --memory-budget; see 'gaescale plan')",
+                         "choice", group="scaling", choices=("full", "cluster", "fastgae", "neighbor", "auto"))
+    memory_budget: float | None = _opt(None, "GiB that --strategy auto may plan for (default: the memory available "
+                                             "when training starts)", "float>0", group="scaling", optional=True)
     cluster_parts: int | None = _opt(None, "METIS parts for --strategy cluster (default: one per 1,000 nodes)",
                                      "int>=1", group="scaling", optional=True)
     clusters_per_batch: int | None = _opt(None, "parts per Cluster-GCN step (default: 20)", "int>=1",
@@ -102,10 +105,10 @@ class TrainConfig:
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
         owners = {"cluster_parts": "cluster", "clusters_per_batch": "cluster", "fastgae_nodes": "fastgae",
-                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor"}
+                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor", "memory_budget": "auto"}
         for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
-            if getattr(self, name) is not None and self.strategy != strategy:
-                raise ParameterError(name, "train", f"left unset unless strategy='{strategy}'", getattr(self, name))
+            if getattr(self, name) is not None and self.strategy not in (strategy, "auto"):
+                raise ParameterError(name, "train", f"left unset unless strategy is '{strategy}' or 'auto'", getattr(self, name))
         if self.strategy == "neighbor" and self.dense != "sampled":
             raise ParameterError("dense", "train", "'sampled' with strategy='neighbor' (a link mini-batch sees "
                                                    "only its own nodes' embeddings)", self.dense)

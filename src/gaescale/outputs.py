@@ -73,6 +73,18 @@ def write_torch(path, obj: Any) -> Path:
     return atomic_write(path, lambda fh: torch.save(obj, fh))
 
 
+def rss_bytes() -> int | None:
+    """Current resident set size of this process (Linux ``VmRSS``), or None elsewhere."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process.
 
@@ -86,3 +98,21 @@ def peak_rss_bytes() -> int:
     except OSError:
         pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (Linux ``VmHWM``, via ``/proc/self/clear_refs``) so that
+    :func:`peak_rss_bytes` then reports the peak of what follows. False where it is not possible.
+    Freed heap memory is handed back to the system first (glibc's ``malloc_trim``), so that what an
+    earlier phase freed but the allocator kept does not count as the next phase's."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False

@@ -21,7 +21,7 @@ from .graph import Graph
 from .io import EdgeList, read_edges
 from .models import GAE, VGAE
 from .evaluate import hits_at_k, link_scores, mrr, pair_scores
-from .outputs import check_out_dir, peak_rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
+from .outputs import check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
 from .split import split_edges
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
@@ -100,14 +100,19 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         loops = np.arange(data.num_nodes, dtype=np.int64)
         train_pairs = np.concatenate([train_pairs, np.stack([loops, loops])], axis=1)
     model.encoder.checkpoint_activations = config.checkpoint_activations
-    strategy = _strategy(config, train_graph, log)
-    checkpointer, resume = _checkpointing(config, out, csr, x, log)
+    strategy_name = _choose_strategy(config, data.num_nodes, num_edges, None if x is None else x.shape[1], log)
+    strategy = _strategy(config, strategy_name, train_graph, log)
+    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log)
+    setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
+    phase_measured = reset_peak_rss()
+    train_start = rss_bytes()  # what training starts from: graph, split, features, model
     result = fit(model, x, train_graph, torch.from_numpy(train_pairs), val=(split.val_pos, split.val_neg) if has_val else None,
                  epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                  patience=config.patience, progress=not config.quiet,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                   neg_ratio=config.neg_ratio),
                  checkpointer=checkpointer, resume=resume, strategy=strategy, time_limit=config.time_limit)
+    train_peak = peak_rss_bytes() if phase_measured else None
     model.eval()
     with torch.no_grad():
         z = model(x, train_graph)
@@ -120,7 +125,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         metrics.update(mrr(z, split.test_pos, seed=config.seed))
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
-                   peak_rss_bytes=peak_rss_bytes(), num_nodes=data.num_nodes, num_edges=num_edges,
+                   peak_rss_bytes=max(setup_peak, peak_rss_bytes()), setup_peak_rss_bytes=setup_peak,
+                   training_start_rss_bytes=train_start, training_peak_rss_bytes=train_peak, strategy=strategy_name, num_nodes=data.num_nodes, num_edges=num_edges,
                    train_edges=int(split.train.shape[1]), torch_threads=torch.get_num_threads(),
                    history=result.history)
     embeddings = z.numpy().astype(np.float32)
@@ -135,7 +141,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
         write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
                   test_neg=split.test_neg)
-        metrics["peak_rss_bytes"] = peak_rss_bytes()
+        metrics["peak_rss_bytes"] = max(setup_peak, peak_rss_bytes())
         write_json(out / "metrics.json", metrics)
         if config.report:
             from .report import write_report
@@ -147,9 +153,24 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     return RunResult(model, embeddings, node_ids, metrics, out)
 
 
-def _strategy(config: TrainConfig, graph: Graph, log):
-    """The training strategy of ``config`` on the training graph (METIS runs here for Cluster-GCN)."""
-    if config.strategy == "cluster":
+def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log) -> str:
+    """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget``."""
+    if config.strategy != "auto":
+        return config.strategy
+    from .plan import available_memory, choose, plan
+    budget = int(config.memory_budget * 2**30) if config.memory_budget else available_memory()
+    plans = [p for p in plan(config, num_nodes, num_edges, num_features)
+             if p.strategy != "neighbor" or config.dense == "sampled"]
+    chosen = choose(plans, budget)
+    log(f"--strategy auto: {chosen.strategy} (predicted peak {chosen.peak_bytes / 2**30:.2f} GiB of a "
+        f"{budget / 2**30:.2f} GiB budget; 'gaescale plan' shows every strategy)")
+    return chosen.strategy
+
+
+def _strategy(config: TrainConfig, name: str, graph: Graph, log):
+    """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
+    here for Cluster-GCN)."""
+    if name == "cluster":
         parts = config.cluster_parts or max(1, graph.num_nodes // 1000)
         t = time.perf_counter()
         membership = metis_parts(graph, min(parts, graph.num_nodes), seed=config.seed)
@@ -157,12 +178,12 @@ def _strategy(config: TrainConfig, graph: Graph, log):
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
             f"{-(-parts // per_batch):,} steps per epoch")
         return ClusterGCN(membership, per_batch, self_loops=config.self_loops)
-    if config.strategy == "fastgae":
+    if name == "fastgae":
         size = config.fastgae_nodes or min(graph.num_nodes, max(1000, graph.num_nodes // 10))
         alpha = 1.0 if config.fastgae_alpha is None else config.fastgae_alpha
         log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
         return FastGAE(min(size, graph.num_nodes), alpha, self_loops=config.self_loops)
-    if config.strategy == "neighbor":
+    if name == "neighbor":
         fanouts = list(config.fanouts or [10] * len(config.layer_dims))
         batch = config.batch_size or 65_536
         log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
@@ -170,15 +191,17 @@ def _strategy(config: TrainConfig, graph: Graph, log):
     return FullBatch()
 
 
-def _checkpointing(config: TrainConfig, out: Path | None, csr, x, log) -> tuple[Checkpointer | None, dict | None]:
+def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
+                   log) -> tuple[Checkpointer | None, dict | None]:
     """The run's checkpointer (None without --out or with checkpoint_every=0) and, with --resume, the state
-    of its last checkpoint, checked against this configuration and graph."""
+    of its last checkpoint, checked against this configuration and graph. The hashed configuration holds
+    the strategy actually used, so a resumed ``auto`` run that would choose another one is refused."""
     if config.resume and out is None:
         raise ParameterError("resume", "train", "used with an output directory (out / --out) that holds the "
                                                 "checkpoints", True)
     if out is None or not (config.checkpoint_every or config.resume):
         return None, None
-    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, config.to_dict(),
+    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, {**config.to_dict(), "strategy": strategy},
                         data_fingerprint(*csr, None if x is None else x.numpy()), fresh=not config.resume)
     if not config.resume:
         return ckpt, None

@@ -1,0 +1,211 @@
+"""Memory planner: the predicted peak memory and work of one training epoch for each strategy, from the
+graph's size and the model's widths, counted array by array; and the choice behind ``--strategy auto``.
+
+What is predicted is the peak resident memory of the training phase: everything the pipeline holds
+while it trains (the edge list, the full graph's CSR kept for the outputs, the split, the training
+graph and its GCN operator, features, the model) plus what the strategy's steps allocate. Reading the
+edge list and building the graph peak separately and are not modelled. Every term is a count of the
+arrays the code allocates (8 bytes per int64, 4 per int32/float32); ``BASE`` is the interpreter with
+torch, NumPy, SciPy and scikit-learn imported, measured. bench/bench_plan.py checks the predictions
+against measured peaks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import TrainConfig
+from .errors import ParameterError
+
+BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
+# Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
+# FastGAE keeps the full forward and subsamples the loss; Cluster-GCN only holds a batch's activations;
+# neighbour sampling last (its computation graph reaches most of a well-connected graph; BENCHMARKS.md).
+AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor")
+
+
+@dataclass(frozen=True)
+class StrategyPlan:
+    """One strategy's prediction: ``peak_bytes`` of the training phase (``resident_bytes`` held by the
+    pipeline + ``step_bytes`` allocated by one step), and its work per epoch: ``sparse_madds``
+    (multiply-adds of sparse-dense products, forward and backward), ``pair_evals`` (inner products
+    ``z_i . z_j`` scored by the loss) and ``steps``."""
+
+    strategy: str
+    resident_bytes: int
+    step_bytes: int
+    sparse_madds: float
+    pair_evals: float
+    steps: int
+    note: str = ""
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.resident_bytes + self.step_bytes
+
+
+def _widths(config: TrainConfig) -> list[int]:
+    dims = config.layer_dims
+    return dims[:-1] + [2 * dims[-1]] if config.variational else dims
+
+
+def _activations(n: float, widths: list[int], sage: bool) -> float:
+    """Bytes of a forward and backward pass over ``n`` nodes: per layer the linear output, the
+    propagated output (kept for backward) and two gradient buffers of the same shape, float32."""
+    return 4.0 * n * sum(widths) * (6 if sage else 4)
+
+
+def _operator(n: float, e: float, sage: bool) -> float:
+    """The torch CSR operator(s) of a graph with ``e`` undirected edges: int32 columns and float32
+    values over ``2e + n`` entries (GCN, with self loops) or ``2e`` twice (GraphSAGE: A and A^T)."""
+    return 2 * (8.0 * 2 * e + 4 * (n + 1)) if sage else 8.0 * (2 * e + n) + 4 * (n + 1)
+
+
+def _graph(n: float, e: float) -> float:
+    """A :class:`Graph`: int64 indptr, int32 indices of both directions, cached int64 degrees."""
+    return 16.0 * n + 8 + 8.0 * e
+
+
+def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None) -> list[StrategyPlan]:
+    """Predictions for every strategy (in :data:`AUTO_ORDER`) for a graph of ``num_nodes`` nodes,
+    ``num_edges`` undirected edges and ``num_features`` features per node (None: featureless), with the
+    model, loss and strategy options of ``config`` (unset strategy options take their defaults)."""
+    for name, value in (("num_nodes", num_nodes), ("num_edges", num_edges)):
+        if not isinstance(value, int) or value < 1:
+            raise ParameterError(name, "plan", "an int >= 1", value)
+    n, e = float(num_nodes), float(num_edges)
+    et = e * (1.0 - config.val_fraction - config.test_fraction)  # training edges
+    f = float(num_features or 0)
+    widths = _widths(config)
+    sage = config.encoder == "sage"
+    # The table of a featureless first layer: weight, gradient and Adam's two moments.
+    table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
+    resident = (BASE
+                + 16 * e                      # the edge list (2, E) int64, kept by the caller
+                + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
+                + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
+                + _graph(n, et) + _operator(n, et, sage)
+                + 8 * n * f                   # features and their cached propagation
+                + table)
+    m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
+    in_width = f if num_features else 0.0
+    per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
+    madds_graph = (2 * et + n) * (widths[0] + 2 * sum(widths[1:]))  # spmm forward + backward at each width
+    plans = []
+    # Full batch: the PairIndex of the training edges (8 per node + a view), and per step the uniform pairs
+    # (two int64 draws, their CSR, the sampled product's copy of the pattern, logits, losses and gradients).
+    full_step = 8 * n + 60 * m + 40 * et + _activations(n, widths, sage)
+    plans.append(StrategyPlan("full", int(resident + 8 * n), int(full_step), madds_graph + n * per_pass,
+                              2 * et + m, 1))
+    size = config.fastgae_nodes or min(num_nodes, max(1000, num_nodes // 10))
+    es = et * (size / n) ** 2 * 4  # edges inside a degree-biased sample: ~4x a uniform one's (measured)
+    plans.append(StrategyPlan("fastgae", int(resident), int(_activations(n, widths, sage) + 100 * es + 16 * size),
+                              madds_graph + n * per_pass, 2 * es + config.neg_ratio * es, 1,
+                              f"{size:,}-node subgraphs"))
+    parts = config.cluster_parts or max(1, num_nodes // 1000)
+    per_batch = config.clusters_per_batch or 20
+    nb = n * min(1.0, per_batch / parts)
+    eb = et * 0.78 * min(1.0, per_batch / parts)  # METIS keeps ~78% of the edges inside parts (measured)
+    steps = -(-parts // per_batch)
+    plans.append(StrategyPlan("cluster", int(resident + 8 * n),
+                              int(_activations(nb, widths, sage) + _graph(nb, eb) + _operator(nb, eb, sage)
+                                  + 100 * eb + 8 * n),
+                              steps * ((2 * eb + nb) * (widths[0] + 2 * sum(widths[1:])) + nb * per_pass),
+                              steps * (2 * eb + config.neg_ratio * eb), steps,
+                              f"{parts:,} parts, {per_batch} per step"))
+    batch = config.batch_size or 65_536
+    fanouts = list(config.fanouts or [10] * len(widths))
+    seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
+    reach, frontier = seeds, seeds
+    sampled_edges = 0.0
+    for k in fanouts:  # each hop: up to k neighbours of every new node, at most the graph
+        sampled_edges += frontier * min(k, 2 * e / n)
+        frontier = min(n - reach, frontier * min(k, 2 * e / n))
+        reach += frontier
+    nc, ec = min(n, reach), min(et, sampled_edges)
+    steps = -(-int(et) // batch)
+    plans.append(StrategyPlan("neighbor", int(resident),
+                              int(_activations(nc, widths, sage) + _graph(nc, ec) + _operator(nc, ec, sage)
+                                  + 17 * n + 48 * sampled_edges),
+                              steps * ((2 * ec + nc) * (widths[0] + 2 * sum(widths[1:])) + nc * per_pass),
+                              steps * 2 * batch * (1 + config.neg_ratio) / 2, steps,
+                              f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
+                              f"computation graph ~{int(nc):,} nodes"))
+    return plans
+
+
+def choose(plans: list[StrategyPlan], budget: int) -> StrategyPlan:
+    """The first strategy of :data:`AUTO_ORDER` whose predicted peak fits ``budget`` bytes."""
+    by_name = {p.strategy: p for p in plans}
+    for name in AUTO_ORDER:
+        if by_name[name].peak_bytes <= budget:
+            return by_name[name]
+    smallest = min(plans, key=lambda p: p.peak_bytes)
+    raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB, the smallest "
+                         f"predicted peak (strategy '{smallest.strategy}'); lower --batch-size or raise "
+                         "--cluster-parts", f"{budget / 2**30:.2f} GiB")
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process now (Linux ``MemAvailable``; else the total)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def format_table(plans: list[StrategyPlan], num_nodes: int, budget: int | None = None) -> str:
+    """The planner's table; the dense N x N matrix is listed for reference (float32, never built)."""
+    rows = ["| strategy | predicted peak | fits | steps/epoch | sparse multiply-adds/epoch | pair evaluations/epoch | notes |",
+            "|---|---:|:---:|---:|---:|---:|---|"]
+    for p in plans:
+        fits = "" if budget is None else ("yes" if p.peak_bytes <= budget else "no")
+        rows.append(f"| {p.strategy} | {p.peak_bytes / 2**30:.2f} GiB | {fits} | {p.steps:,} | {p.sparse_madds:.3g} | "
+                    f"{p.pair_evals:.3g} | {p.note} |")
+    dense = 4.0 * num_nodes ** 2
+    rows.append(f"| dense N x N matrix (reference) | {dense / 2**30:,.1f} GiB | "
+                f"{'' if budget is None else ('yes' if dense <= budget else 'no')} | 1 | | {float(num_nodes) ** 2:.3g} | "
+                "the adjacency as one float32 matrix; gaescale never builds it |")
+    return "\n".join(rows)
+
+
+def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_features, *, log=None) -> str:
+    """``gaescale plan``: the table for an edge list (``graph``) or for ``nodes`` and ``edges`` counts."""
+    if (graph is None) == (nodes is None and edges is None):
+        raise ParameterError("graph", "plan", "an edge list, or --nodes and --edges, not both",
+                             "both" if graph is not None else None)
+    f = _count("num_features", num_features, 0)
+    if graph is not None:
+        from .graph import Graph
+        from .io import read_edges
+        data = read_edges(graph)
+        g = Graph.from_edge_index(data.edge_index, data.num_nodes)
+        n, e = data.num_nodes, g.num_edges
+        if log:
+            log(f"read {data.source}: {n:,} nodes, {e:,} undirected edges")
+    else:
+        n, e = _count("nodes", nodes, 1), _count("edges", edges, 1)
+    budget = int(config.memory_budget * 2**30) if config.memory_budget else available_memory()
+    plans = plan(config, n, e, f or None)
+    lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, _widths(config)))}"
+             f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",
+             format_table(plans, n, budget), ""]
+    try:
+        lines.append(f"--strategy auto would train with: {choose(plans, budget).strategy}")
+    except ParameterError as exc:
+        lines.append(f"--strategy auto: no strategy fits ({exc})")
+    return "\n".join(lines)
+
+
+def _count(name: str, value, low: int) -> int:
+    try:
+        v = int(value)
+        if v >= low and float(value) == v:
+            return v
+    except (TypeError, ValueError):
+        pass
+    raise ParameterError(name, "plan", f"an int >= {low}", value)
