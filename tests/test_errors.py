@@ -117,7 +117,7 @@ CASES = {
                                       "not both. Got 'both' instead."),
     "flag: a memory budget nothing fits": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
                                                           "--strategy", "auto", "--memory-budget", "0.01", "--quiet"],
-                                           "The 'memory_budget' parameter of train must be at least 0.47 GiB, the "
+                                           "The 'memory_budget' parameter of train must be at least 0.74 GiB, the "
                                            "smallest predicted peak (strategy 'full'); lower --batch-size or raise "
                                            "--cluster-parts. Got '0.01 GiB' instead."),
 }

@@ -56,7 +56,8 @@ def test_auto_trains_with_the_planned_strategy(tmp_path):
     config = gaescale.TrainConfig(hidden="16", dim=8, quiet=True, report=False, epochs=3, strategy="auto",
                                   cluster_parts=12, clusters_per_batch=3)
     by = {p.strategy: p for p in plan(config, 3000, 15000, 8)}
-    budget = (by["fastgae"].peak_bytes - 1) / 2**30  # too small for full batch and FastGAE
+    assert by["cluster"].peak_bytes < min(by["full"].peak_bytes, by["fastgae"].peak_bytes)
+    budget = (by["cluster"].peak_bytes + 1) / 2**30  # too small for full batch and FastGAE
     r = gaescale.train(dataclasses.replace(config, memory_budget=budget), data=data)
     assert r.metrics["strategy"] == "cluster"
     assert all(h["steps"] == 4 for h in r.metrics["history"])  # 12 parts, 3 per step

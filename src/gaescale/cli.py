@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from . import __version__
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     except GaescaleError as exc:
         print(f"gaescale: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`gaescale plan ... | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         hint = ""
         if args.command in ("train", "demo") and getattr(args, "checkpoint_every", 1):

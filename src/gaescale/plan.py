@@ -26,7 +26,9 @@ AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor")
 @dataclass(frozen=True)
 class StrategyPlan:
     """One strategy's prediction: ``peak_bytes`` of the training phase (``resident_bytes`` held by the
-    pipeline + ``step_bytes`` allocated by one step), and its work per epoch: ``sparse_madds``
+    pipeline when training starts + ``step_bytes``, the most that training and evaluation add on top:
+    building the full graph's operator, or a step or an evaluation pass with the operator kept), and its
+    work per epoch: ``sparse_madds``
     (multiply-adds of sparse-dense products, forward and backward), ``pair_evals`` (inner products
     ``z_i . z_j`` scored by the loss) and ``steps``."""
 
@@ -48,10 +50,28 @@ def _widths(config: TrainConfig) -> list[int]:
     return dims[:-1] + [2 * dims[-1]] if config.variational else dims
 
 
-def _activations(n: float, widths: list[int], sage: bool) -> float:
-    """Bytes of a forward and backward pass over ``n`` nodes: per layer the linear output, the
-    propagated output (kept for backward) and two gradient buffers of the same shape, float32."""
-    return 4.0 * n * sum(widths) * (6 if sage else 4)
+# Measured per-unit costs (torch 2.13 CPU, bench/bench_plan.py): building a graph's GCN operator peaks at
+# 38 bytes per entry (SciPy's A + I, its sorted copy, float64 normalisation, the torch copy); a forward and
+# backward pass holds 6.4 bytes per node and unit of width summed over layers, a no-grad forward 4.8; each
+# scored pair (a training edge or a sampled pair) costs 23 bytes in the loss and its backward.
+BUILD_PER_ENTRY = 38.0
+TRAIN_PER_NODE_WIDTH = 6.4
+EVAL_PER_NODE_WIDTH = 4.8
+PER_PAIR = 23.0
+# What the first step and evaluation add whatever the graph's size (MKL's and OpenMP's buffers, torch's
+# autograd state, scikit-learn imported for the first validation AUC): measured at 200,000 nodes.
+STEP_BASE = 280 * 2**20
+
+
+def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
+    """Peak bytes of a pass over ``n`` nodes (GraphSAGE keeps a second linear output per layer)."""
+    per = TRAIN_PER_NODE_WIDTH if train else EVAL_PER_NODE_WIDTH
+    return per * n * sum(widths) * (1.5 if sage else 1.0)
+
+
+def _build(n: float, e: float, sage: bool) -> float:
+    """Peak bytes while building a graph's operator (GraphSAGE: ``D^-1 A`` and its transpose)."""
+    return BUILD_PER_ENTRY * ((4 * e) if sage else (2 * e + n))
 
 
 def _operator(n: float, e: float, sage: bool) -> float:
@@ -79,39 +99,40 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     sage = config.encoder == "sage"
     # The table of a featureless first layer: weight, gradient and Adam's two moments.
     table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
-    resident = (BASE
+    resident = (BASE                          # what training starts from
                 + 16 * e                      # the edge list (2, E) int64, kept by the caller
                 + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
                 + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
-                + _graph(n, et) + _operator(n, et, sage)
-                + 8 * n * f                   # features and their cached propagation
-                + table)
+                + _graph(n, et) + 4 * n * f + table)
+    # The full graph's operator is built on the first full forward (a step, or the first evaluation) and
+    # kept with the propagated features; evaluation runs a no-grad forward over all nodes.
+    first = _build(n, et, sage) + STEP_BASE
+    kept = _operator(n, et, sage) + 4 * n * f
+    evaluation = _activations(n, widths, sage, train=False) + STEP_BASE
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
-    madds_graph = (2 * et + n) * (widths[0] + 2 * sum(widths[1:]))  # spmm forward + backward at each width
+    spmm_width = widths[0] + 2 * sum(widths[1:])  # forward + backward products, narrowest side first
     plans = []
-    # Full batch: the PairIndex of the training edges (8 per node + a view), and per step the uniform pairs
-    # (two int64 draws, their CSR, the sampled product's copy of the pattern, logits, losses and gradients).
-    full_step = 8 * n + 60 * m + 40 * et + _activations(n, widths, sage)
-    plans.append(StrategyPlan("full", int(resident + 8 * n), int(full_step), madds_graph + n * per_pass,
-                              2 * et + m, 1))
+    full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
+    plans.append(StrategyPlan("full", int(resident), int(max(first, kept + max(full_step, evaluation))),
+                              (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
     size = config.fastgae_nodes or min(num_nodes, max(1000, num_nodes // 10))
     es = et * (size / n) ** 2 * 4  # edges inside a degree-biased sample: ~4x a uniform one's (measured)
-    plans.append(StrategyPlan("fastgae", int(resident), int(_activations(n, widths, sage) + 100 * es + 16 * size),
-                              madds_graph + n * per_pass, 2 * es + config.neg_ratio * es, 1,
+    fast_step = STEP_BASE + _activations(n, widths, sage) + 24 * n + PER_PAIR * es * (1 + config.neg_ratio) + 100 * es
+    plans.append(StrategyPlan("fastgae", int(resident), int(max(first, kept + max(fast_step, evaluation))),
+                              (2 * et + n) * spmm_width + n * per_pass, es * (1 + config.neg_ratio), 1,
                               f"{size:,}-node subgraphs"))
     parts = config.cluster_parts or max(1, num_nodes // 1000)
     per_batch = config.clusters_per_batch or 20
     nb = n * min(1.0, per_batch / parts)
     eb = et * 0.78 * min(1.0, per_batch / parts)  # METIS keeps ~78% of the edges inside parts (measured)
     steps = -(-parts // per_batch)
-    plans.append(StrategyPlan("cluster", int(resident + 8 * n),
-                              int(_activations(nb, widths, sage) + _graph(nb, eb) + _operator(nb, eb, sage)
-                                  + 100 * eb + 8 * n),
-                              steps * ((2 * eb + nb) * (widths[0] + 2 * sum(widths[1:])) + nb * per_pass),
-                              steps * (2 * eb + config.neg_ratio * eb), steps,
-                              f"{parts:,} parts, {per_batch} per step"))
+    batch_step = (STEP_BASE + 8 * n + _graph(nb, eb) + max(_build(nb, eb, sage), _operator(nb, eb, sage)
+                  + _activations(nb, widths, sage) + PER_PAIR * eb * (1 + config.neg_ratio)))
+    plans.append(StrategyPlan("cluster", int(resident + 8 * n), int(max(first, kept + max(batch_step, evaluation))),
+                              steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
+                              steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step"))
     batch = config.batch_size or 65_536
     fanouts = list(config.fanouts or [10] * len(widths))
     seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
@@ -123,11 +144,11 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
         reach += frontier
     nc, ec = min(n, reach), min(et, sampled_edges)
     steps = -(-int(et) // batch)
-    plans.append(StrategyPlan("neighbor", int(resident),
-                              int(_activations(nc, widths, sage) + _graph(nc, ec) + _operator(nc, ec, sage)
-                                  + 17 * n + 48 * sampled_edges),
-                              steps * ((2 * ec + nc) * (widths[0] + 2 * sum(widths[1:])) + nc * per_pass),
-                              steps * 2 * batch * (1 + config.neg_ratio) / 2, steps,
+    nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec) + max(_build(nc, ec, sage), _operator(nc, ec, sage)
+               + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
+    plans.append(StrategyPlan("neighbor", int(resident), int(max(first, kept + max(nb_step, evaluation))),
+                              steps * ((2 * ec + nc) * spmm_width + nc * per_pass),
+                              steps * batch * (1 + config.neg_ratio), steps,
                               f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
                               f"computation graph ~{int(nc):,} nodes"))
     return plans
