@@ -73,16 +73,22 @@ def write_torch(path, obj: Any) -> Path:
     return atomic_write(path, lambda fh: torch.save(obj, fh))
 
 
-def rss_bytes() -> int | None:
-    """Current resident set size of this process (Linux ``VmRSS``), or None elsewhere."""
+def proc_kib(path: str, key: str) -> int | None:
+    """Bytes of the ``key:`` line (in kB) of a Linux ``/proc`` file such as ``/proc/self/status``; None
+    where the file or the line does not exist."""
     try:
-        with open("/proc/self/status") as fh:
+        with open(path) as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
+
+
+def rss_bytes() -> int | None:
+    """Current resident set size of this process (Linux ``VmRSS``), or None elsewhere."""
+    return proc_kib("/proc/self/status", "VmRSS")
 
 
 def peak_rss_bytes() -> int:
@@ -90,14 +96,8 @@ def peak_rss_bytes() -> int:
 
     Linux's ``VmHWM`` where available: ``ru_maxrss`` survives ``exec``, so a process started from a large
     parent would report the parent's size. Elsewhere ``ru_maxrss`` (kilobytes on Linux)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    peak = proc_kib("/proc/self/status", "VmHWM")
+    return peak if peak is not None else int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def reset_peak_rss() -> bool:

@@ -168,13 +168,10 @@ def choose(plans: list[StrategyPlan], budget: int) -> StrategyPlan:
 
 def available_memory() -> int:
     """Bytes of memory available to this process now (Linux ``MemAvailable``; else the total)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    from .outputs import proc_kib
+    available = proc_kib("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        return available
     import os
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
