@@ -45,16 +45,18 @@ def main() -> None:
                 sys.exit(f"{name} failed:\n{r.stderr}")
             m = json.loads((Path(tmp) / "metrics.json").read_text())
         steps = sum(h.get("steps", 1) for h in m["history"])
-        rows.append((name, m["epochs"], steps, m["seconds_per_epoch"], m["peak_rss_bytes"] / 2**30, m["test_auc"],
-                     m["test_ap"], wall))
+        rows.append((name, m["epochs"], steps, m["seconds_per_epoch"], m["peak_rss_bytes"] / 2**30,
+                     (m.get("training_peak_rss_bytes") or 0) / 2**30, m["test_auc"], m["test_ap"], wall))
         print(f"{name}: {m['epochs']} epochs, {m['seconds_per_epoch']:.3f} s/epoch, "
               f"{m['peak_rss_bytes'] / 2**30:.2f} GiB, AUC {m['test_auc']:.4f}", file=sys.stderr, flush=True)
     ref = rows[0]
     print(f"\n{args.nodes:,} nodes, {args.num_edges:,} edges, GCN 8-16-16-8, {args.seconds:.0f} s of training each\n")
-    print("| strategy | epochs | steps | s/epoch | peak RSS (GiB) | test AUC | test AP | AUC - full | wall (s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, ep, st, spe, rss, auc, ap_, wall in rows:
-        print(f"| {name} | {ep} | {st} | {spe:.3f} | {rss:.2f} | {auc:.4f} | {ap_:.4f} | {auc - ref[5]:+.4f} | {wall:.0f} |")
+    print("| strategy | epochs | steps | s/epoch | peak RSS (GiB) | training peak (GiB) | test AUC | test AP "
+          "| AUC - full | wall (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, ep, st, spe, rss, train_rss, auc, ap_, wall in rows:
+        print(f"| {name} | {ep} | {st} | {spe:.3f} | {rss:.2f} | {train_rss:.2f} | {auc:.4f} | {ap_:.4f} "
+              f"| {auc - ref[6]:+.4f} | {wall:.0f} |")
 
 
 if __name__ == "__main__":
