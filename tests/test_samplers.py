@@ -139,6 +139,8 @@ def test_neighbor_subgraph_hops_and_exact_sage_with_full_fanouts():
     ids = sub.node_ids
     assert ids[:4].tolist() == seeds.tolist() and np.unique(ids).size == ids.size
     sub_adj = sub.adjacency().toarray() > 0
+    assert (sub_adj == sub_adj.T).all() and not sub_adj.diagonal().any()  # undirected, no self loops
+    assert all((np.diff(sub.indices[a:b]) > 0).all() for a, b in zip(sub.indptr[:-1], sub.indptr[1:]))
     assert adj[np.ix_(ids, ids)][sub_adj].all()  # every edge of the sample is a real edge
     assert set(hops["targets"][0].tolist()) <= set(seeds.tolist())
     assert np.bincount(np.searchsorted(np.sort(seeds), hops["targets"][0])).max() <= 4

@@ -129,7 +129,10 @@ def neighbor_subgraph(graph: Graph, seeds: np.ndarray, fanouts: list[int],
     nodes = np.concatenate(order)
     u = local[np.concatenate(hops["targets"])] if fanouts else np.zeros(0, np.int64)
     v = local[np.concatenate(hops["neighbors"])] if fanouts else np.zeros(0, np.int64)
-    edges = np.sort(np.minimum(u, v) * np.int64(nodes.size) + np.maximum(u, v))
-    edges = edges[np.concatenate([[True], edges[1:] != edges[:-1]])] if edges.size else edges  # u-v and v-u
-    edge_index = np.stack([edges // nodes.size, edges % nodes.size])
-    return Graph.from_edge_index(edge_index, nodes.size, canonical=True, node_ids=nodes), hops
+    # The symmetric CSR straight from sorted keys: both directions, repeats (u-v and v-u) dropped.
+    nc = np.int64(nodes.size)
+    keys = np.sort(np.concatenate([u * nc + v, v * nc + u]))
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(keys // nc, minlength=nodes.size))]).astype(np.int64)
+    indices = (keys % nc).astype(np.int32 if nodes.size < 2**31 else np.int64)
+    return Graph(indptr, indices, int(nodes.size), None, nodes), hops
