@@ -132,3 +132,11 @@ def test_not_a_run_directory_and_bad_sample(tmp_path, run_dir):
         write_report(tmp_path / "nope")
     with pytest.raises(ParameterError, match="'sample' parameter of write_report"):
         write_report(run_dir, sample=1)
+
+
+def test_report_shows_the_strategy_auto_chose(tmp_path):
+    out = tmp_path / "run"
+    train(data=community_graph(400, 2000, seed=0), out=str(out), epochs=2, hidden="8", dim=4, quiet=True,
+          strategy="auto", memory_budget=64.0)
+    shown = json.loads((out / "report" / "report.json").read_text())["config"]
+    assert shown["strategy"] == "auto: full"  # 64 GiB: full batch fits

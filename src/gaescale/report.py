@@ -44,7 +44,7 @@ METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),
            ("mrr_hits@10", "MRR Hits@10", "{:.4f}"), ("epochs", "Epochs trained", "{:,}"),
            ("best_epoch", "Best epoch", "{:,}"), ("seconds_per_epoch", "Seconds per epoch", "{:.3f}"),
            ("peak_rss_gib", "Peak RSS (GiB)", "{:.2f}"), ("num_nodes", "Nodes", "{:,}"), ("num_edges", "Edges", "{:,}")]
-CONFIG = ("encoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "epochs", "lr", "seed")
+CONFIG = ("encoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "strategy", "epochs", "lr", "seed")
 BLUE, ORANGE, GREY = "#1f6feb", "#e36209", "#6a737d"
 
 
@@ -270,9 +270,12 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
     shown = {k: metrics[k] for k, _, _ in METRICS if k in metrics}
     if metrics.get("peak_rss_bytes") is not None:
         shown["peak_rss_gib"] = metrics["peak_rss_bytes"] / 2**30
+    shown_config = {k: config[k] for k in CONFIG if k in config}
+    if shown_config.get("strategy") == "auto" and metrics.get("strategy"):
+        shown_config["strategy"] = f"auto: {metrics['strategy']}"  # what the planner chose
     finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime((run.path / "metrics.json").stat().st_mtime))
     report = dict(run=str(run.path.resolve()), finished=finished, metrics=shown,
-                  config={k: config[k] for k in CONFIG if k in config}, degree_buckets=buckets, pca=pca_info,
+                  config=shown_config, degree_buckets=buckets, pca=pca_info,
                   test_pairs=dict(positives=int(pos.shape[1]), negatives=int(neg.shape[1])),
                   plots=sorted(f"{n}.png" for n in pngs), notes=notes, gaescale_version=__version__)
     write_json(out / "report.json", report)
