@@ -49,6 +49,11 @@ def test_choice_under_a_budget():
     assert choose(plans, by["fastgae"].peak_bytes - 1).strategy == "cluster"
     with pytest.raises(gaescale.ParameterError, match="The 'memory_budget' parameter of train must be at least"):
         choose(plans, by["cluster"].peak_bytes - 1)
+    # neighbour sampling needs a sampled dense term: with dense='exact' auto never picks it
+    only_neighbor = [by["neighbor"]]
+    assert choose(only_neighbor, 10**12, config).strategy == "neighbor"
+    with pytest.raises(gaescale.ParameterError, match="The 'dense' parameter of train must be 'sampled'"):
+        choose(only_neighbor, 10**12, dataclasses.replace(config, dense="exact"))
 
 
 def test_auto_trains_with_the_planned_strategy(tmp_path):

@@ -122,6 +122,16 @@ class TrainConfig:
     def layer_dims(self) -> list[int]:
         return list(self.hidden) + [self.dim]
 
+    def strategy_options(self, num_nodes: int) -> dict[str, Any]:
+        """The strategy options with their defaults filled in for a graph of ``num_nodes`` nodes: the one
+        place those defaults live, read by training and by the planner alike."""
+        return dict(cluster_parts=self.cluster_parts or max(1, num_nodes // 1000),
+                    clusters_per_batch=self.clusters_per_batch or 20,
+                    fastgae_nodes=self.fastgae_nodes or min(num_nodes, max(1000, num_nodes // 10)),
+                    fastgae_alpha=1.0 if self.fastgae_alpha is None else self.fastgae_alpha,
+                    fanouts=list(self.fanouts or [10] * len(self.layer_dims)),
+                    batch_size=self.batch_size or 65_536)
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)

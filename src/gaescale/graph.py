@@ -24,6 +24,13 @@ class CleanStats:
                 f"({self.self_loops:,} self loops dropped, {self.duplicates:,} duplicate or reverse rows merged)")
 
 
+def sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of ``keys``, sorted. Sorts and drops repeats rather than ``np.unique``:
+    NumPy 2.4's hash-based unique is ~80x slower on millions of int64 keys (10.6 s against 0.13 s for 5M)."""
+    keys = np.sort(keys)
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+
+
 def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, CleanStats]:
     """Undirected, loop-free, duplicate-free edges, each once as ``u < v``, sorted.
 
@@ -34,10 +41,7 @@ def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray,
     u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
     loops = u == v
     u, v = u[~loops], v[~loops]
-    key = np.sort(u * np.int64(num_nodes) + v)
-    # sort and drop repeats rather than np.unique: NumPy 2.4's hash-based unique is ~80x slower on
-    # millions of int64 keys (measured: 10.6 s against 0.13 s for 5M)
-    key = key[np.concatenate([[True], key[1:] != key[:-1]])] if key.size else key
+    key = sorted_unique(u * np.int64(num_nodes) + v)
     out = np.stack([key // num_nodes, key % num_nodes])
     stats = CleanStats(rows=ei.shape[1], self_loops=int(loops.sum()), duplicates=int(u.size - key.size))
     return out, stats

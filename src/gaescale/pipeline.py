@@ -157,11 +157,9 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
     """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget``."""
     if config.strategy != "auto":
         return config.strategy
-    from .plan import available_memory, choose, plan
-    budget = int(config.memory_budget * 2**30) if config.memory_budget else available_memory()
-    plans = [p for p in plan(config, num_nodes, num_edges, num_features)
-             if p.strategy != "neighbor" or config.dense == "sampled"]
-    chosen = choose(plans, budget)
+    from .plan import budget_bytes, choose, plan
+    budget = budget_bytes(config)
+    chosen = choose(plan(config, num_nodes, num_edges, num_features), budget, config)
     log(f"--strategy auto: {chosen.strategy} (predicted peak {chosen.peak_bytes / 2**30:.2f} GiB of a "
         f"{budget / 2**30:.2f} GiB budget; 'gaescale plan' shows every strategy)")
     return chosen.strategy
@@ -170,22 +168,20 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
 def _strategy(config: TrainConfig, name: str, graph: Graph, log):
     """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
     here for Cluster-GCN)."""
+    opts = config.strategy_options(graph.num_nodes)
     if name == "cluster":
-        parts = config.cluster_parts or max(1, graph.num_nodes // 1000)
+        parts, per_batch = opts["cluster_parts"], opts["clusters_per_batch"]
         t = time.perf_counter()
         membership = metis_parts(graph, min(parts, graph.num_nodes), seed=config.seed)
-        per_batch = config.clusters_per_batch or 20
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
             f"{-(-parts // per_batch):,} steps per epoch")
         return ClusterGCN(membership, per_batch, self_loops=config.self_loops)
     if name == "fastgae":
-        size = config.fastgae_nodes or min(graph.num_nodes, max(1000, graph.num_nodes // 10))
-        alpha = 1.0 if config.fastgae_alpha is None else config.fastgae_alpha
+        size, alpha = opts["fastgae_nodes"], opts["fastgae_alpha"]
         log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
         return FastGAE(min(size, graph.num_nodes), alpha, self_loops=config.self_loops)
     if name == "neighbor":
-        fanouts = list(config.fanouts or [10] * len(config.layer_dims))
-        batch = config.batch_size or 65_536
+        fanouts, batch = opts["fanouts"], opts["batch_size"]
         log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
         return NeighborLinks(fanouts, batch)
     return FullBatch()

@@ -117,14 +117,14 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
     plans.append(StrategyPlan("full", int(resident), int(max(first, kept + max(full_step, evaluation))),
                               (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
-    size = config.fastgae_nodes or min(num_nodes, max(1000, num_nodes // 10))
+    opts = config.strategy_options(num_nodes)
+    size = opts["fastgae_nodes"]
     es = et * (size / n) ** 2 * 4  # edges inside a degree-biased sample: ~4x a uniform one's (measured)
     fast_step = STEP_BASE + _activations(n, widths, sage) + 24 * n + PER_PAIR * es * (1 + config.neg_ratio) + 100 * es
     plans.append(StrategyPlan("fastgae", int(resident), int(max(first, kept + max(fast_step, evaluation))),
                               (2 * et + n) * spmm_width + n * per_pass, es * (1 + config.neg_ratio), 1,
                               f"{size:,}-node subgraphs"))
-    parts = config.cluster_parts or max(1, num_nodes // 1000)
-    per_batch = config.clusters_per_batch or 20
+    parts, per_batch = opts["cluster_parts"], opts["clusters_per_batch"]
     nb = n * min(1.0, per_batch / parts)
     eb = et * 0.78 * min(1.0, per_batch / parts)  # METIS keeps ~78% of the edges inside parts (measured)
     steps = -(-parts // per_batch)
@@ -133,8 +133,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     plans.append(StrategyPlan("cluster", int(resident + 8 * n), int(max(first, kept + max(batch_step, evaluation))),
                               steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
                               steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step"))
-    batch = config.batch_size or 65_536
-    fanouts = list(config.fanouts or [10] * len(widths))
+    batch, fanouts = opts["batch_size"], opts["fanouts"]
     seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
     reach, frontier = seeds, seeds
     sampled_edges = 0.0
@@ -154,11 +153,22 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     return plans
 
 
-def choose(plans: list[StrategyPlan], budget: int) -> StrategyPlan:
-    """The first strategy of :data:`AUTO_ORDER` whose predicted peak fits ``budget`` bytes."""
+def budget_bytes(config: TrainConfig) -> int:
+    """``config.memory_budget`` in bytes, or the memory available now when it is unset."""
+    return int(config.memory_budget * 2**30) if config.memory_budget else available_memory()
+
+
+def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = None) -> StrategyPlan:
+    """The first strategy of :data:`AUTO_ORDER` whose predicted peak fits ``budget`` bytes, among those
+    ``config`` can train with (neighbour sampling needs ``dense='sampled'``)."""
+    if config is not None and config.dense != "sampled":
+        plans = [p for p in plans if p.strategy != "neighbor"]
+        if not plans:
+            raise ParameterError("dense", "train", "'sampled' when neighbour sampling is the only strategy planned",
+                                 config.dense)
     by_name = {p.strategy: p for p in plans}
     for name in AUTO_ORDER:
-        if by_name[name].peak_bytes <= budget:
+        if name in by_name and by_name[name].peak_bytes <= budget:
             return by_name[name]
     smallest = min(plans, key=lambda p: p.peak_bytes)
     raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB, the smallest "
@@ -207,13 +217,13 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
             log(f"read {data.source}: {n:,} nodes, {e:,} undirected edges")
     else:
         n, e = _count("nodes", nodes, 1), _count("edges", edges, 1)
-    budget = int(config.memory_budget * 2**30) if config.memory_budget else available_memory()
+    budget = budget_bytes(config)
     plans = plan(config, n, e, f or None)
     lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, _widths(config)))}"
              f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",
              format_table(plans, n, budget), ""]
     try:
-        lines.append(f"--strategy auto would train with: {choose(plans, budget).strategy}")
+        lines.append(f"--strategy auto would train with: {choose(plans, budget, config).strategy}")
     except ParameterError as exc:
         lines.append(f"--strategy auto: no strategy fits ({exc})")
     return "\n".join(lines)

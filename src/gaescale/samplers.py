@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .errors import ParameterError
-from .graph import Graph
+from .graph import Graph, sorted_unique
 
 
 def induced_subgraph(graph: Graph, nodes: np.ndarray) -> Graph:
@@ -28,12 +28,19 @@ def induced_subgraph(graph: Graph, nodes: np.ndarray) -> Graph:
     nodes = np.asarray(nodes, np.int64)
     local = np.full(graph.num_nodes, -1, np.int64)
     local[nodes] = np.arange(nodes.size)
-    counts = graph.degree[nodes]
-    rows = np.repeat(np.arange(nodes.size), counts)
-    starts = np.repeat(graph.indptr[nodes], counts)
-    cols = local[graph.indices[starts + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)]]
+    rows, slots = _adjacency_slots(graph, nodes)
+    cols = local[graph.indices[slots]]
     keep = (cols >= 0) & (rows < cols)
     return Graph.from_edge_index(np.stack([rows[keep], cols[keep]]), nodes.size, canonical=True, node_ids=nodes)
+
+
+def _adjacency_slots(graph: Graph, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every neighbour slot of ``nodes: (n,)``: ``(rows, slots)``, both ``(sum of degrees,)``, with
+    ``graph.indices[slots[k]]`` a neighbour of ``nodes[rows[k]]``. Vectorised, no loop over nodes."""
+    counts = graph.degree[nodes]
+    rows = np.repeat(np.arange(nodes.size), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows, np.repeat(graph.indptr[nodes], counts) + offsets
 
 
 def metis_parts(graph: Graph, num_parts: int, *, seed: int = 0) -> np.ndarray:
@@ -83,10 +90,8 @@ def sample_neighbors(graph: Graph, nodes: np.ndarray, fanout: int,
     nodes = np.asarray(nodes, np.int64)
     deg = graph.degree[nodes]
     small = np.flatnonzero(deg <= fanout)
-    counts = deg[small]
-    rows_all = np.repeat(small, counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    slots_all = np.repeat(graph.indptr[nodes[small]], counts) + offsets
+    rows_all, slots_all = _adjacency_slots(graph, nodes[small])
+    rows_all = small[rows_all]
     big = np.flatnonzero(deg > fanout)
     chosen = np.empty((big.size, fanout), np.int64)
     if big.size:
@@ -131,8 +136,7 @@ def neighbor_subgraph(graph: Graph, seeds: np.ndarray, fanouts: list[int],
     v = local[np.concatenate(hops["neighbors"])] if fanouts else np.zeros(0, np.int64)
     # The symmetric CSR straight from sorted keys: both directions, repeats (u-v and v-u) dropped.
     nc = np.int64(nodes.size)
-    keys = np.sort(np.concatenate([u * nc + v, v * nc + u]))
-    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+    keys = sorted_unique(np.concatenate([u * nc + v, v * nc + u]))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(keys // nc, minlength=nodes.size))]).astype(np.int64)
     indices = (keys % nc).astype(np.int32 if nodes.size < 2**31 else np.int64)
     return Graph(indptr, indices, int(nodes.size), None, nodes), hops
