@@ -7,7 +7,7 @@ import gaescale
 from gaescale.graph import Graph
 from gaescale.losses import minibatch_loss, reconstruction_loss
 from gaescale.samplers import (cluster_batches, degree_sampled_nodes, induced_subgraph, metis_parts, neighbor_subgraph,
-                               sample_neighbors)
+                               sample_edges, sample_neighbors)
 from gaescale.synthetic import community_graph
 
 from conftest import random_edges
@@ -201,3 +201,19 @@ def test_time_limit_stops_within_an_epoch_and_evaluates_the_last_weights():
                        hidden="16", eval_every=10, time_limit=1e-6)
     (h,) = r.metrics["history"]  # one epoch, cut after its first of 13 steps, then evaluated
     assert h["steps"] == 1 and "val_auc" in h and r.metrics["stopped_early"]
+
+
+@pytest.mark.parametrize("self_loops", [False, True])
+def test_sample_edges_draws_every_edge_and_loop_uniformly(self_loops):
+    g = Graph.from_edge_index(random_edges(12, 20, seed=6), 12)
+    draws = 60_000
+    pairs, loops = sample_edges(g, draws, torch.Generator().manual_seed(0), self_loops=self_loops)
+    assert np.array_equal(loops, pairs[0] == pairs[1])
+    dense = g.adjacency().toarray() > 0
+    assert dense[pairs[0][~loops], pairs[1][~loops]].all()  # only real edges (either direction)
+    keys = np.minimum(*pairs) * 12 + np.maximum(*pairs)
+    items = 20 + (12 if self_loops else 0)
+    counts = np.bincount(np.unique(keys, return_inverse=True)[1])
+    assert counts.size == items
+    expected = draws / items  # every item within 5 standard deviations of a uniform draw
+    assert np.abs(counts - expected).max() < 5 * np.sqrt(expected)

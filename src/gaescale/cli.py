@@ -88,11 +88,25 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     report.add_argument("--out", help="output directory (default: RUN/report)")
 
+    prep = sub.add_parser("prepare", help="convert an edge list into a memory-mapped graph directory", description=(
+        "Convert an edge list, chunk by chunk (memory bounded by --chunk, not by the file), into DIR: the "
+        "undirected graph as a CSR (indptr.npy, indices.npy), its ids (nodes.tsv) and features (x.npy). "
+        "'gaescale train DIR' then trains from it memory-mapped."))
+    prep.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"])
+    prep.add_argument("--out", required=True, help="the directory to create (must not exist)")
+    for name in ("ids", "header", "features"):
+        f = TrainConfig.__dataclass_fields__[name]
+        prep.add_argument(_flag(name), default=f.default, help=f.metadata["help"],
+                          **({"choices": f.metadata["choices"]} if f.metadata["rule"] == "choice" else {}))
+    prep.add_argument("--chunk", default=str(1 << 24), help="edge rows per chunk and entries per bucket; memory "
+                                                            "is about 40 bytes per entry plus O(N) (default: 16777216)")
+
     plan = sub.add_parser("plan", help="predicted peak memory and work per epoch of each strategy", description=(
         "For a graph (an edge list, or --nodes and --edges) and the model flags of 'train', print each "
         "strategy's predicted peak memory of training and its work per epoch, the dense N x N matrix for "
         "reference, and what --strategy auto would choose under --memory-budget (default: available memory)."))
-    plan.add_argument("graph", nargs="?", help="an edge list to size (read and cleaned once), instead of --nodes/--edges")
+    plan.add_argument("graph", nargs="?", help="an edge list to size (read and cleaned once) or a prepared directory, "
+                                               "instead of --nodes/--edges")
     plan.add_argument("--nodes", help="number of nodes")
     plan.add_argument("--edges", dest="plan_edges", metavar="EDGES", help="number of undirected edges")
     plan.add_argument("--num-features", default="0", help="features per node (default: 0, featureless)")
@@ -143,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
             table = score_pairs(args.run, args.pairs, out=args.out)
             if args.out is None:
                 _print_table(table)
+        elif args.command == "prepare":
+            from .prepare import prepare
+            prepare(args.edges, args.out, ids=args.ids, header=args.header, features=args.features,
+                    chunk=_int_arg(args.chunk, "chunk", "prepare"), log=_log)
+            _log(f"wrote {args.out}/; train with: gaescale train {args.out} --out RUN")
         elif args.command == "plan":
             from .plan import plan_command
             config = _config(args, {"strategy": "auto"})

@@ -13,7 +13,7 @@ from torch import nn
 
 from .errors import ParameterError
 from .graph import Graph
-from .sparse import SparseOperator
+from .sparse import SparseOperator, csr_mm
 
 
 def _check_dims(owner: str, in_dim: int | None, dims: Sequence[int]) -> list[int]:
@@ -105,6 +105,31 @@ class _Stacked(nn.Module):
                 h = self._layer(i, h, graph)
         return h
 
+    @torch.no_grad()
+    def layerwise(self, x: torch.Tensor | None, graph: Graph, block: int = 1 << 16) -> torch.Tensor:
+        """The evaluation-mode output ``(N, d)``, computed layer by layer over ``block`` rows of the graph's
+        operator at a time (PyG's layer-wise inference): each layer reads the CSR one row block at a time,
+        so a memory-mapped graph stays on disk and no operator over the whole graph is built. Memory: two
+        ``(N, width)`` layers plus one block. Equals ``forward`` in eval mode."""
+        h = x
+        for i in range(len(self.layers)):
+            out = None
+            for start in range(0, graph.num_nodes, block):
+                stop = min(graph.num_nodes, start + block)
+                rows = self._layer_rows(i, h, graph, start, stop)
+                if out is None:
+                    out = rows.new_empty((graph.num_nodes, rows.shape[1]))
+                out[start:stop] = rows
+            h = out
+        return h
+
+    def _propagate_rows(self, rows, lin: nn.Linear, h: torch.Tensor | None, graph: Graph, i: int) -> torch.Tensor:
+        """``rows`` (a SciPy CSR block of the layer's operator) times the layer input through ``lin``, the
+        narrower side first; the featureless first layer's table for ``h=None``."""
+        if i == 0 and self.featureless:
+            return csr_mm(rows, self._table(lin, graph))
+        return csr_mm(rows, lin(h)) if lin.in_features > lin.out_features else lin(csr_mm(rows, h))
+
     def _finish(self, h: torch.Tensor, i: int) -> torch.Tensor:
         b = self.biases[i]
         h = h.add_(b) if h.grad_fn is not None else h + b  # in place when h is a fresh result: one buffer less
@@ -140,6 +165,9 @@ class GCN(_Stacked):
         out = self._first(op, lin, h, graph) if i == 0 else None
         return self._finish(out if out is not None else self._propagate(op, lin, h), i)
 
+    def _layer_rows(self, i: int, h: torch.Tensor | None, graph: Graph, start: int, stop: int) -> torch.Tensor:
+        return self._finish(self._propagate_rows(graph.gcn_rows(start, stop), self.layers[i][0], h, graph, i), i)
+
 
 def linear_encoder(in_dim: int | None, dim: int, *, num_nodes: int | None = None) -> GCN:
     """The linear one-hop encoder ``Z = A_hat X W`` (Salha et al. 2020): one GCN layer, no activation."""
@@ -164,6 +192,12 @@ class SAGE(_Stacked):
             neigh = self._propagate(op, lin_neigh, h)
         own = self._table(lin_self, graph) if (i == 0 and self.featureless) else lin_self(h)
         return self._finish(neigh.add_(own) if neigh.grad_fn is not None else neigh + own, i)
+
+    def _layer_rows(self, i: int, h: torch.Tensor | None, graph: Graph, start: int, stop: int) -> torch.Tensor:
+        lin_self, lin_neigh = self.layers[i]
+        neigh = self._propagate_rows(graph.mean_rows(start, stop), lin_neigh, h, graph, i)
+        own = self._table(lin_self, graph)[start:stop] if (i == 0 and self.featureless) else lin_self(h[start:stop])
+        return self._finish(neigh + own, i)
 
 
 ENCODERS = {"gcn": GCN, "sage": SAGE}

@@ -88,8 +88,25 @@ class Graph:
 
     def adjacency(self) -> sp.csr_matrix:
         """The 0/1 symmetric adjacency as SciPy CSR (no self loops)."""
-        data = np.ones(self.indices.size, np.float32)
-        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.num_nodes, self.num_nodes))
+        return self._rows(0, self.num_nodes)
+
+    def has_edges(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``(k,)`` bool: whether each ``(u[k], v[k])`` is an edge. A vectorised binary search in the sorted
+        CSR rows: ``O(k log(max degree))``, reads only the rows asked about."""
+        u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+        lo, end = np.asarray(self.indptr[u], np.int64), np.asarray(self.indptr[u + 1], np.int64)
+        hi = end.copy()
+        while True:
+            act = np.flatnonzero(lo < hi)
+            if not act.size:
+                break
+            mid = (lo[act] + hi[act]) // 2
+            less = np.asarray(self.indices[mid]) < v[act]
+            lo[act] = np.where(less, mid + 1, lo[act])
+            hi[act] = np.where(less, hi[act], mid)
+        found = lo < end
+        found[found] = np.asarray(self.indices[lo[found]]) == v[found]
+        return found
 
     def edge_index(self) -> np.ndarray:
         """``(2, E)`` int64: every undirected edge once, ``u < v``."""
@@ -100,22 +117,37 @@ class Graph:
     @cached_property
     def gcn_operator(self) -> SparseOperator:
         """``D^-1/2 (A + I) D^-1/2`` with ``D`` the degree of ``A + I`` (Kipf & Welling), symmetric."""
-        a = self.adjacency() + sp.eye(self.num_nodes, dtype=np.float32, format="csr")
-        dinv = 1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)
-        a = sp.csr_matrix(a)
-        a.sort_indices()
-        rows = np.repeat(np.arange(self.num_nodes), np.diff(a.indptr))
-        a.data = (dinv[rows] * dinv[a.indices]).astype(np.float32)
-        return SparseOperator(a, symmetric=True)
+        return SparseOperator(self.gcn_rows(0, self.num_nodes), symmetric=True)
 
     @cached_property
     def mean_operator(self) -> SparseOperator:
         """``D^-1 A``: the mean over neighbours (GraphSAGE's mean aggregator); zero rows for isolated nodes."""
-        a = self.adjacency()
-        inv = np.zeros(self.num_nodes, np.float32)
-        nz = self.degree > 0
-        inv[nz] = 1.0 / self.degree[nz]
-        return SparseOperator(sp.diags(inv) @ a, symmetric=False)
+        return SparseOperator(self.mean_rows(0, self.num_nodes), symmetric=False)
+
+    def gcn_rows(self, start: int, stop: int) -> sp.csr_matrix:
+        """Rows ``start:stop`` of the GCN operator, ``(stop - start, N)``: reads only those rows of the CSR
+        (a memory-mapped graph stays on disk), for layer-wise inference."""
+        a = self._rows(start, stop) + sp.eye(stop - start, self.num_nodes, k=start, dtype=np.float32, format="csr")
+        a = sp.csr_matrix(a)
+        a.sort_indices()
+        dinv = 1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)
+        rows = np.repeat(np.arange(start, stop), np.diff(a.indptr))
+        a.data = (dinv[rows] * dinv[a.indices]).astype(np.float32)
+        return a
+
+    def mean_rows(self, start: int, stop: int) -> sp.csr_matrix:
+        """Rows ``start:stop`` of the mean operator ``D^-1 A``, ``(stop - start, N)``."""
+        a = self._rows(start, stop)
+        deg = np.diff(a.indptr)
+        a.data = np.repeat(1.0 / np.maximum(deg, 1), deg).astype(np.float32)
+        return a
+
+    def _rows(self, start: int, stop: int) -> sp.csr_matrix:
+        """Rows ``start:stop`` of the 0/1 adjacency, ``(stop - start, N)``."""
+        lo, hi = int(self.indptr[start]), int(self.indptr[stop])
+        indptr = np.asarray(self.indptr[start:stop + 1], np.int64) - lo
+        indices = np.asarray(self.indices[lo:hi])
+        return sp.csr_matrix((np.ones(hi - lo, np.float32), indices, indptr), shape=(stop - start, self.num_nodes))
 
     def require_edges(self, what: str = "the graph") -> None:
         if self.num_edges == 0:

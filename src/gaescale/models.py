@@ -31,6 +31,24 @@ class GAE(nn.Module):
 
     encode = forward
 
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor | None, graph: Graph, *, block: int | None = None) -> torch.Tensor:
+        """Evaluation-mode embeddings ``z: (N, d)`` without autograd. With ``block`` and an encoder that has
+        ``layerwise(x, graph, block)`` (gaescale's GCN and SAGE), computed layer by layer over row blocks
+        of the graph (see :meth:`gaescale.encoders.GCN.layerwise`); otherwise one forward pass."""
+        was = self.training
+        self.eval()
+        try:
+            if block is not None and hasattr(self.encoder, "layerwise"):
+                return self._eval_output(self.encoder.layerwise(x, graph, block))
+            return self(x, graph)
+        finally:
+            self.train(was)
+
+    @staticmethod
+    def _eval_output(out: torch.Tensor) -> torch.Tensor:
+        return out
+
     @staticmethod
     def decode(z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """Edge probabilities ``(B,)`` for ``pairs: (2, B)``."""
@@ -64,6 +82,10 @@ class VGAE(GAE):
         return self.mu + torch.randn_like(self.mu) * self.logstd.exp()
 
     encode = forward
+
+    @staticmethod
+    def _eval_output(out: torch.Tensor) -> torch.Tensor:
+        return out[:, :out.shape[1] // 2]  # mu
 
     def kl(self) -> torch.Tensor:
         """Mean over nodes of ``KL(N(mu, sigma^2) || N(0, I))``."""

@@ -2,6 +2,7 @@
 read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -15,17 +16,21 @@ from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .encoders import ENCODERS
-from .errors import ParameterError
+from .errors import InputFileError, ParameterError
 from .features import attach_features
 from .graph import Graph
 from .io import EdgeList, read_edges
 from .models import GAE, VGAE
 from .evaluate import hits_at_k, link_scores, mrr, pair_scores
-from .outputs import check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
+from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
-from .split import split_edges
+from .prepare import is_prepared, open_prepared
+from .split import split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
+
+
+LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
 
 
 @dataclass
@@ -77,45 +82,48 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     out = check_out_dir(config.out) if config.out else None
     t_start = time.perf_counter()
 
+    inputs = _inputs(config, data, log)
+    graph, x, num_nodes = inputs.graph, inputs.x, inputs.graph.num_nodes
     t = time.perf_counter()
-    data = data if data is not None else load_edges(config)
-    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
-    log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
-    graph.require_edges(data.source or "the graph")
-    x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
-    log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
-
-    split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
+    if inputs.prepared is not None:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
+        split = split_hashed(graph, config.val_fraction, config.test_fraction, seed=config.seed,
+                             out_dir=None if out is None else out / "split")
+    else:
+        split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     num_edges = graph.num_edges
-    csr = (graph.indptr, graph.indices)  # written to graph.npz for topk --exclude-existing and the report
+    csr = (graph.indptr, graph.indices)  # for graph.npz (topk --exclude-existing, the report) and the fingerprint
     del graph  # from here on only the training graph is needed
     train_graph = split.train_graph()
-    log(f"split: {split.train.shape[1]:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test edges")
+    log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test edges"
+        f" [{time.perf_counter() - t:.1f}s]")
 
     torch.manual_seed(config.seed)
-    model = build_model(config, None if x is None else x.shape[1], data.num_nodes)
+    model = build_model(config, None if x is None else x.shape[1], num_nodes)
     has_val = split.val_pos.shape[1] > 0
-    train_pairs = split.train
-    if config.self_loops:  # the target becomes A + I: add (i, i) for every node
-        loops = np.arange(data.num_nodes, dtype=np.int64)
-        train_pairs = np.concatenate([train_pairs, np.stack([loops, loops])], axis=1)
     model.encoder.checkpoint_activations = config.checkpoint_activations
-    strategy_name = _choose_strategy(config, data.num_nodes, num_edges, None if x is None else x.shape[1], log)
+    strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log)
     strategy = _strategy(config, strategy_name, train_graph, log)
+    # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
+    train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
+    # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
+    # strategy builds that operator for training anyway.
+    block = LAYERWISE_BLOCK if inputs.prepared is not None and strategy_name in ("cluster", "neighbor") else None
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log)
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
     train_start = rss_bytes()  # what training starts from: graph, split, features, model
-    result = fit(model, x, train_graph, torch.from_numpy(train_pairs), val=(split.val_pos, split.val_neg) if has_val else None,
+    result = fit(model, x, train_graph, train_pairs, val=(split.val_pos, split.val_neg) if has_val else None,
                  epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                  patience=config.patience, progress=not config.quiet,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                   neg_ratio=config.neg_ratio),
-                 checkpointer=checkpointer, resume=resume, strategy=strategy, time_limit=config.time_limit)
+                 checkpointer=checkpointer, resume=resume, strategy=strategy, time_limit=config.time_limit,
+                 embed=lambda: model.embed(x, train_graph, block=block))
     train_peak = peak_rss_bytes() if phase_measured else None
-    model.eval()
-    with torch.no_grad():
-        z = model(x, train_graph)
+    t = time.perf_counter()
+    z = model.embed(x, train_graph, block=block)
+    if block:
+        log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time [{time.perf_counter() - t:.1f}s]")
     metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
     if has_val:
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
@@ -126,19 +134,27 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
                    peak_rss_bytes=max(setup_peak, peak_rss_bytes()), setup_peak_rss_bytes=setup_peak,
-                   training_start_rss_bytes=train_start, training_peak_rss_bytes=train_peak, strategy=strategy_name, num_nodes=data.num_nodes, num_edges=num_edges,
-                   train_edges=int(split.train.shape[1]), torch_threads=torch.get_num_threads(),
+                   training_start_rss_bytes=train_start, training_peak_rss_bytes=train_peak, strategy=strategy_name,
+                   num_nodes=num_nodes, num_edges=num_edges, train_edges=split.num_train,
+                   prepared=None if inputs.prepared is None else str(inputs.prepared), torch_threads=torch.get_num_threads(),
                    history=result.history)
     embeddings = z.numpy().astype(np.float32)
-    node_ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
+    node_ids = inputs.node_ids
     if out is not None:
         write_npy(out / "embeddings.npy", embeddings)
-        write_ids(out / "nodes.tsv", node_ids)
+        if inputs.prepared is not None:
+            with open(inputs.prepared / "nodes.tsv", "rb") as ids:
+                atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
+        else:
+            write_ids(out / "nodes.tsv", node_ids)
         write_torch(out / "model.pt", {"state_dict": model.state_dict(), "config": config.to_dict(),
                                        "in_dim": None if x is None else int(x.shape[1]),
-                                       "num_nodes": int(data.num_nodes), "gaescale_version": __version__})
+                                       "num_nodes": int(num_nodes), "gaescale_version": __version__})
         write_json(out / "config.json", config.to_dict())
-        write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
+        if inputs.prepared is not None:  # the graph stays where it is; the run names it
+            write_json(out / "graph.json", {"prepared": str(inputs.prepared.resolve())})
+        else:
+            write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
         write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
                   test_neg=split.test_neg)
         metrics["peak_rss_bytes"] = max(setup_peak, peak_rss_bytes())
@@ -151,6 +167,55 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     log(summary + (f"\noutputs in {out}/" if out is not None else ""))
     return RunResult(model, embeddings, node_ids, metrics, out)
+
+
+@dataclass
+class Inputs:
+    """What training reads: the graph (memory-mapped when ``prepared``), the features, the original ids."""
+
+    graph: Graph
+    x: torch.Tensor | None
+    node_ids: np.ndarray | None  # None for a prepared graph: its nodes.tsv is copied
+    prepared: Path | None = None
+
+
+def _inputs(config: TrainConfig, data: EdgeList | None, log) -> Inputs:
+    """Read the edge list (and features) into a graph, or map a directory of 'gaescale prepare'."""
+    t = time.perf_counter()
+    if data is None and is_prepared(config.edges):
+        if config.features is not None:
+            raise ParameterError("features", "train", "unset for a prepared graph (give the features to "
+                                                      "'gaescale prepare --features')", config.features)
+        p = open_prepared(config.edges)
+        log(f"opened {p.path}: {p.graph.num_nodes:,} nodes, {p.graph.num_edges:,} edges, memory-mapped "
+            f"(prepared from {p.manifest['source']}) [{time.perf_counter() - t:.1f}s]")
+        x = None if p.x is None else torch.from_numpy(np.array(p.x, dtype=np.float32))  # a copy: the map is read-only
+        _log_features(x, log)
+        return Inputs(p.graph, x, None, p.path)
+    if data is None and config.edges is not None and Path(config.edges).is_dir():
+        raise InputFileError(config.edges, "is a directory but not a prepared graph (no graph.json); pass an "
+                                           "edge-list file, or a directory written by 'gaescale prepare'.")
+    data = data if data is not None else load_edges(config)
+    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+    log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
+    graph.require_edges(data.source or "the graph")
+    x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
+    _log_features(x, log)
+    ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
+    return Inputs(graph, x, ids)
+
+
+def _log_features(x, log) -> None:
+    log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
+
+
+def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
+    """``(2, E)`` the training edges (plus ``(i, i)`` for every node when the target is ``A + I``)."""
+    pairs = split.train if split.train is not None else train_graph.edge_index()
+    if self_loops:
+        loops = np.arange(train_graph.num_nodes, dtype=np.int64)
+        pairs = np.concatenate([pairs, np.stack([loops, loops])], axis=1)
+    return torch.from_numpy(pairs)
 
 
 def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log) -> str:
@@ -183,7 +248,7 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log):
     if name == "neighbor":
         fanouts, batch = opts["fanouts"], opts["batch_size"]
         log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
-        return NeighborLinks(fanouts, batch)
+        return NeighborLinks(fanouts, batch, self_loops=config.self_loops)
     return FullBatch()
 
 

@@ -207,7 +207,12 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
         raise ParameterError("graph", "plan", "an edge list, or --nodes and --edges, not both",
                              "both" if graph is not None else None)
     f = _count("num_features", num_features, 0)
-    if graph is not None:
+    from .prepare import is_prepared, open_prepared
+    if graph is not None and is_prepared(graph):
+        manifest = open_prepared(graph).manifest
+        n, e = int(manifest["num_nodes"]), int(manifest["num_edges"])
+        f = f or int(manifest.get("features") or 0)
+    elif graph is not None:
         from .graph import Graph
         from .io import read_edges
         data = read_edges(graph)

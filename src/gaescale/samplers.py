@@ -77,6 +77,23 @@ def degree_sampled_nodes(degree: np.ndarray, size: int, alpha: float, generator:
     return np.sort(torch.multinomial(w, size, replacement=False, generator=generator).numpy())
 
 
+def sample_edges(graph: Graph, count: int, generator: torch.Generator, *,
+                 self_loops: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` undirected edges drawn uniformly with replacement: a uniform slot of the CSR (each edge
+    has two) names a row by binary search in ``indptr`` and a column; with ``self_loops`` every ``(i, i)``
+    is drawn as often as an edge. Returns ``pairs: (2, count)`` int64 and ``loops: (count,)`` bool.
+    Reads ``count`` entries of the CSR, never the whole of it."""
+    slots = int(graph.indices.size)
+    r = torch.randint(0, slots + (2 * graph.num_nodes if self_loops else 0), (count,), generator=generator).numpy()
+    loops = r >= slots
+    pairs = np.empty((2, count), np.int64)
+    e = r[~loops]
+    pairs[0, ~loops] = np.searchsorted(graph.indptr, e, side="right") - 1
+    pairs[1, ~loops] = graph.indices[e]
+    pairs[:, loops] = (r[loops] - slots) // 2
+    return pairs, loops
+
+
 def sample_neighbors(graph: Graph, nodes: np.ndarray, fanout: int,
                      generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``nodes: (n,)``, ``min(degree, fanout)`` distinct neighbours drawn uniformly without

@@ -77,6 +77,11 @@ class _SpMM(torch.autograd.Function):
         return torch.sparse.mm(ctx.op.csr_t, grad_out.contiguous()), None
 
 
+def csr_mm(m: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
+    """``m x`` for a SciPy CSR ``m: (R, N)`` and ``x: (N, d)``, without autograd (inference)."""
+    return torch.sparse.mm(_to_torch_csr(m, x.dtype), x.contiguous())
+
+
 def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
     """``A x`` for a :class:`SparseOperator` ``A: (N_out, N_in)`` and ``x: (N_in, d)``; returns ``(N_out, d)``."""
     if x.dtype != op.dtype:

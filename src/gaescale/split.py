@@ -2,16 +2,25 @@
 
 Held-out edges are removed from the graph the encoder sees. Validation and test non-edges are
 sampled uniformly among node pairs that are not edges of the *full* graph, disjoint from each
-other. Everything is O(E log E): membership tests are binary searches in sorted pair keys.
+other.
+
+- :func:`split_edges` (a graph in memory): exact counts from a random permutation of the edges;
+  O(E log E), membership tests are binary searches in sorted pair keys.
+- :func:`split_hashed` (a prepared, memory-mapped graph): each edge goes to test, validation or training
+  by a keyed hash of its endpoints, so the split streams over the CSR in row blocks with O(N + block)
+  memory and the training graph is written to disk; the held-out shares are the fractions in
+  expectation (binomial counts). Non-edges are checked against the CSR by binary search.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .errors import GraphError, ParameterError
-from .graph import Graph
+from .graph import Graph, sorted_unique
 
 
 @dataclass(frozen=True)
@@ -28,22 +37,29 @@ class EdgeSplit:
     test_pos: np.ndarray
     test_neg: np.ndarray
     num_nodes: int
+    graph: Graph | None = None  # the training graph, when the split built it (split_hashed); train is then None
 
     def train_graph(self) -> Graph:
+        if self.graph is not None:
+            return self.graph
         return Graph.from_edge_index(self.train, self.num_nodes, canonical=True)
+
+    @property
+    def num_train(self) -> int:
+        return self.graph.num_edges if self.graph is not None else int(self.train.shape[1])
 
 
 def _keys(pairs: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(pairs[0], pairs[1]) * np.int64(n) + np.maximum(pairs[0], pairs[1])
 
 
-def sample_non_edges(count: int, num_nodes: int, forbidden_keys: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``count`` distinct pairs ``(2, count)``, ``u < v``, drawn uniformly among pairs whose key
-    ``u * N + v`` is not in the sorted array ``forbidden_keys``."""
+def sample_non_edges(count: int, num_nodes: int, num_edges: int, is_edge, rng: np.random.Generator) -> np.ndarray:
+    """``count`` distinct pairs ``(2, count)``, ``u < v``, drawn uniformly among the pairs that are not
+    edges: ``is_edge(u, v)`` answers for arrays of pairs; the graph has ``num_edges`` undirected edges."""
     total_pairs = num_nodes * (num_nodes - 1) // 2
-    if count > total_pairs - forbidden_keys.size:
+    if count > total_pairs - num_edges:
         raise GraphError(f"cannot sample {count:,} non-edges: the graph has only "
-                         f"{total_pairs - forbidden_keys.size:,} node pairs that are not edges.")
+                         f"{total_pairs - num_edges:,} node pairs that are not edges.")
     found = np.empty(0, np.int64)
     while found.size < count:
         need = count - found.size
@@ -51,11 +67,8 @@ def sample_non_edges(count: int, num_nodes: int, forbidden_keys: np.ndarray, rng
         u = rng.integers(0, num_nodes, m)
         v = rng.integers(0, num_nodes, m)
         ok = u != v
-        k = np.minimum(u, v)[ok] * np.int64(num_nodes) + np.maximum(u, v)[ok]
-        pos = np.searchsorted(forbidden_keys, k)
-        pos = np.minimum(pos, max(forbidden_keys.size - 1, 0))
-        if forbidden_keys.size:
-            k = k[forbidden_keys[pos] != k]
+        u, v = np.minimum(u, v)[ok], np.maximum(u, v)[ok]
+        k = (u * np.int64(num_nodes) + v)[~is_edge(u, v)]
         # keep first occurrences in draw order (np.unique sorts; restore order for reproducible truncation)
         merged = np.concatenate([found, k])
         _, first = np.unique(merged, return_index=True)
@@ -64,11 +77,15 @@ def sample_non_edges(count: int, num_nodes: int, forbidden_keys: np.ndarray, rng
     return np.stack([found // num_nodes, found % num_nodes])
 
 
-def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0) -> EdgeSplit:
-    """Split the undirected edges of ``graph`` (fractions of its edges, rounded down)."""
+def _check_fractions(owner: str, val_fraction, test_fraction) -> None:
     for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
         if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
-            raise ParameterError(name, "split_edges", "a float in [0, 1)", value)
+            raise ParameterError(name, owner, "a float in [0, 1)", value)
+
+
+def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0) -> EdgeSplit:
+    """Split the undirected edges of ``graph`` (fractions of its edges, rounded down)."""
+    _check_fractions("split_edges", val_fraction, test_fraction)
     graph.require_edges()
     edges = graph.edge_index()
     e = edges.shape[1]
@@ -83,5 +100,75 @@ def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float =
     pick = lambda idx: edges[:, np.sort(idx)]  # noqa: E731 - sorted keeps the CSR build cheap
     train, val_pos, test_pos = pick(perm[:n_train]), pick(perm[n_train:n_train + n_val]), pick(perm[n_train + n_val:])
     all_keys = _keys(edges, graph.num_nodes)  # sorted, since edges come from sorted CSR rows
-    neg = sample_non_edges(n_val + n_test, graph.num_nodes, all_keys, rng)
+
+    def is_edge(u, v):
+        k = u * np.int64(graph.num_nodes) + v
+        pos = np.minimum(np.searchsorted(all_keys, k), all_keys.size - 1)
+        return all_keys[pos] == k
+
+    neg = sample_non_edges(n_val + n_test, graph.num_nodes, e, is_edge, rng)
     return EdgeSplit(train, val_pos, neg[:, :n_val], test_pos, neg[:, n_val:], graph.num_nodes)
+
+
+def _edge_hash(u: np.ndarray, v: np.ndarray, num_nodes: int, seed: int) -> np.ndarray:
+    """Uniform ``[0, 1)`` values, one per pair, symmetric in ``(u, v)``: splitmix64 of the pair's key and
+    the seed."""
+    k = (np.minimum(u, v) * np.int64(num_nodes) + np.maximum(u, v)).astype(np.uint64)
+    k = k + np.uint64((0x9E3779B97F4A7C15 * (seed + 1)) % 2**64)
+    k = (k ^ (k >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    k = (k ^ (k >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    k = k ^ (k >> np.uint64(31))
+    return (k >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0,
+                 out_dir=None, block: int = 1 << 23) -> EdgeSplit:
+    """Split a (memory-mapped) graph in one pass over its CSR, ``block`` entries at a time: edge ``{u, v}``
+    is a test edge when its hash (:func:`_edge_hash`) is below ``test_fraction``, a validation edge below
+    ``test_fraction + val_fraction``, else a training edge. The training graph's CSR goes to ``out_dir``
+    (``train_indices.bin``, memory-mapped; its ``(N + 1,)`` indptr stays in memory) or stays in memory when
+    it is None.
+    Non-edges: as many as the positives, as in :func:`split_edges`."""
+    _check_fractions("split_hashed", val_fraction, test_fraction)
+    if val_fraction + test_fraction >= 1.0:
+        raise ParameterError("val_fraction + test_fraction", "split_hashed", "below 1 to leave training edges",
+                             round(val_fraction + test_fraction, 6))
+    graph.require_edges()
+    n, indptr = graph.num_nodes, graph.indptr
+    cuts = sorted_unique(np.concatenate([np.searchsorted(indptr, np.arange(0, int(indptr[-1]), block), side="right") - 1,
+                                         [n]]).clip(0, n))
+    deg = np.zeros(n, np.int64)
+    held: dict[str, list[np.ndarray]] = {"val": [], "test": []}
+    kept = []
+    path = None if out_dir is None else Path(out_dir) / "train_indices.bin"  # raw, read back as np.memmap
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path.with_suffix(".tmp"), "wb")
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        lo, hi = int(indptr[a]), int(indptr[b])
+        cols = np.asarray(graph.indices[lo:hi])
+        rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(np.asarray(indptr[a:b + 1])))
+        h = _edge_hash(rows, cols, n, seed)
+        is_test, is_val = h < test_fraction, (h >= test_fraction) & (h < test_fraction + val_fraction)
+        upper = rows < cols
+        for name, mask in (("val", is_val), ("test", is_test)):
+            held[name].append(np.stack([rows[mask & upper], cols[mask & upper].astype(np.int64)]))
+        keep = ~(is_test | is_val)
+        deg[a:b] = np.bincount(rows[keep] - a, minlength=b - a)
+        if path is None:
+            kept.append(cols[keep])
+        else:
+            cols[keep].tofile(fh)
+    train_indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    if path is None:
+        train = Graph(train_indptr, np.concatenate(kept), n)
+    else:
+        fh.close()
+        os.replace(path.with_suffix(".tmp"), path)
+        indices = np.memmap(path, graph.indices.dtype, "r") if train_indptr[-1] else np.zeros(0, graph.indices.dtype)
+        train = Graph(train_indptr, indices, n)
+    val_pos, test_pos = (np.concatenate(held[k], axis=1) for k in ("val", "test"))
+    rng = np.random.default_rng(seed)
+    neg = sample_non_edges(val_pos.shape[1] + test_pos.shape[1], n, graph.num_edges, graph.has_edges, rng)
+    return EdgeSplit(None, val_pos, neg[:, :val_pos.shape[1]], test_pos, neg[:, val_pos.shape[1]:], n, train)
+

@@ -14,7 +14,7 @@ import torch
 from .errors import GraphError, ParameterError
 from .graph import Graph
 from .losses import minibatch_loss
-from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph
+from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 from .sparse import PairIndex
 
 
@@ -81,9 +81,11 @@ class FastGAE:
 
 class NeighborLinks:
     """Link mini-batches with neighbour sampling (GraphSAGE; PyG's LinkNeighborLoader): each step takes
-    ``batch_size`` training edges (a random partition of them per epoch) and ``neg_ratio`` times as many
-    ordered pairs drawn uniformly from all ``N^2``; the encoder runs on the sampled computation graph
-    of their endpoints only (``fanouts[h]`` neighbours per node at hop ``h``, see
+    ``batch_size`` training edges drawn uniformly (a random slot of the training graph's CSR picks an
+    edge, so a memory-mapped graph is never read whole; ``self_loops`` adds every ``(i, i)`` to the items
+    drawn) and ``neg_ratio`` times as many ordered pairs drawn uniformly from all ``N^2``; an epoch is as
+    many steps as cover the training edges once in expectation. The encoder runs on the sampled
+    computation graph of the pairs' endpoints only (``fanouts[h]`` neighbours per node at hop ``h``, see
     :func:`gaescale.samplers.neighbor_subgraph`), and the step's loss is the unbiased estimate of the
     full-graph loss from these pairs (:func:`gaescale.losses.minibatch_loss`; the dense term must be
     ``sampled``). A VGAE adds its KL term over the computation graph's nodes, divided by ``N``.
@@ -91,32 +93,29 @@ class NeighborLinks:
 
     name = "neighbor"
 
-    def __init__(self, fanouts: list[int], batch_size: int):
-        self.fanouts, self.batch_size = list(fanouts), int(batch_size)
+    def __init__(self, fanouts: list[int], batch_size: int, *, self_loops: bool = False):
+        self.fanouts, self.batch_size, self.self_loops = list(fanouts), int(batch_size), self_loops
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
+        """``pairs`` is not read: the training edges are the edges of ``graph``."""
         if loss_kwargs.get("dense", "sampled") != "sampled":
             raise ParameterError("dense", "NeighborLinks", "'sampled' (a link mini-batch sees only its own nodes' "
                                                            "embeddings)", loss_kwargs["dense"])
-        pairs = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
-        n, e = graph.num_nodes, pairs.shape[1]
-        loops = pairs[0] == pairs[1]
+        n, slots = graph.num_nodes, int(graph.indices.size)
+        items = slots // 2 + (n if self.self_loops else 0)
         weights = dict(kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"),
-                       num_nodes=n, num_edge_pairs=2 * e - int(loops.sum()))
+                       num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0))
         neg_ratio = float(loss_kwargs.get("neg_ratio", 1.0))
-        perm = torch.randperm(e, generator=generator)
-        for start in range(0, e, self.batch_size):
-            batch = perm[start:start + self.batch_size]
-            pos = pairs[:, batch]
-            m = max(1, round(neg_ratio * batch.numel()))
-            neg = torch.randint(0, n, (2, m), generator=generator)
-            ends = torch.cat([pos, neg], dim=1)
+        for _ in range(-(-items // self.batch_size)):
+            pos, loops = sample_edges(graph, self.batch_size, generator, self_loops=self.self_loops)
+            b = pos.shape[1]
+            neg = torch.randint(0, n, (2, max(1, round(neg_ratio * b))), generator=generator)
+            ends = torch.cat([torch.from_numpy(pos), neg], dim=1)
             seeds, where = torch.unique(ends, return_inverse=True)
             sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
             z = model(None if x is None else x[torch.from_numpy(sub.node_ids)], sub)
             s = (z[where[0]] * z[where[1]]).sum(-1)
-            b = batch.numel()
-            loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / e, pos_loops=loops[batch], **weights)
+            loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops), **weights)
             if hasattr(model, "kl"):
                 loss = loss + model.kl() / n
             yield loss

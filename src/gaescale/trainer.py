@@ -36,13 +36,15 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
-        resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None) -> FitResult:
+        resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
+        embed: Callable[[], torch.Tensor] | None = None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
     ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
     the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
-    training time (evaluation excluded) reaches it, checked after every optimizer step.
+    training time (evaluation excluded) reaches it, checked after every optimizer step. ``embed()`` gives
+    the evaluation-mode embeddings that validation scores (default: one no-grad forward pass).
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
@@ -86,7 +88,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         if val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up):
             model.eval()
             with torch.no_grad():
-                rec["val_auc"], rec["val_ap"] = link_scores(model(x, graph), *val)
+                rec["val_auc"], rec["val_ap"] = link_scores(embed() if embed else model(x, graph), *val)
             if rec["val_auc"] > s["best_auc"]:
                 s.update(best_auc=rec["val_auc"], best_epoch=epoch, best_state=copy.deepcopy(model.state_dict()),
                          waited=0)
