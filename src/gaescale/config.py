@@ -73,6 +73,9 @@ class TrainConfig:
     checkpoint_activations: bool = _opt(False, "keep only each layer's input for backward and recompute the rest "
                                                "(torch.utils.checkpoint): less memory, about one more forward",
                                         "bool", group="scaling")
+    precision: str = _opt("fp32", "fp32, or mixed precision: the forward pass under autocast in bf16, or fp16 with "
+                                  "a gradient scaler; losses and sparse products accumulate in fp32", "choice",
+                          group="scaling", choices=("fp32", "bf16", "fp16"))
     neg_ratio: float = _opt(1.0, "sampled node pairs per training edge (dense=sampled)", "float>0")
     epochs: int = _opt(200, "maximum training epochs", "int>=1")
     lr: float = _opt(0.01, "Adam learning rate", "float>0")

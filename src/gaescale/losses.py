@@ -188,6 +188,18 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
         raise ParameterError("z", "reconstruction_loss", f"a 2-D tensor with num_nodes={n} rows", tuple(z.shape))
     if edges not in ("undirected", "ordered"):
         raise ParameterError("edges", "reconstruction_loss", "'undirected' or 'ordered'", edges)
+    with torch.autocast(z.device.type, enabled=False):  # losses run in float32 under mixed precision
+        return _reconstruction_loss(full_precision(z), edge_index, n, kind, dense, weighting, num_samples, neg_ratio,
+                                    edges, block_size, memory_budget, generator)
+
+
+def full_precision(t: Tensor) -> Tensor:
+    """``t`` in float32 when it is bfloat16/float16 (mixed precision), else unchanged."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
+def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,
+                         memory_budget, generator) -> Tensor:
     loss, weighting = resolve_kind(kind, weighting)
     pairs = as_pair_index(edge_index, n)
     # An undirected edge stands for two ordered pairs, a self loop for one.
@@ -222,6 +234,7 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     """
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
+    s_pos, s_neg = full_precision(s_pos), full_precision(s_neg)
     per_pair = w1 * loss.l1(s_pos) - w0 * loss.l0(s_pos)
     edge = 2 * per_pair.sum()
     if pos_loops is not None:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from .graph import Graph
-from .losses import reconstruction_loss
+from .losses import full_precision, reconstruction_loss
 
 
 def decode(z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -72,7 +72,7 @@ class VGAE(GAE):
 
     def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
         """``z: (N, d)``; also keeps ``self.mu`` and ``self.logstd`` for :meth:`loss`."""
-        out = self.encoder(x, graph)
+        out = full_precision(self.encoder(x, graph))  # the KL term and the noise in float32 under mixed precision
         if out.shape[1] % 2:
             raise ValueError(f"a VGAE encoder must return an even number of columns (mu, logstd); got {out.shape[1]}")
         d = out.shape[1] // 2

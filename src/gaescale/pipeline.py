@@ -118,7 +118,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                   neg_ratio=config.neg_ratio),
                  checkpointer=checkpointer, resume=resume, strategy=strategy, time_limit=config.time_limit,
-                 embed=lambda: model.embed(x, train_graph, block=block))
+                 embed=lambda: model.embed(x, train_graph, block=block), precision=config.precision)
     train_peak = peak_rss_bytes() if phase_measured else None
     t = time.perf_counter()
     z = model.embed(x, train_graph, block=block)

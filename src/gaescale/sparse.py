@@ -64,17 +64,28 @@ class SparseOperator:
         return spmm(self, x)
 
 
+HALF = (torch.bfloat16, torch.float16)
+
+
 class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, op):  # x: (N_in, d)
         ctx.op = op
-        return torch.sparse.mm(op.csr, x)
+        return _mm(op.csr, x, op.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):  # grad_out: (N_out, d)
         if not ctx.needs_input_grad[0]:
             return None, None
-        return torch.sparse.mm(ctx.op.csr_t, grad_out.contiguous()), None
+        return _mm(ctx.op.csr_t, grad_out.contiguous(), ctx.op.dtype), None
+
+
+def _mm(csr: torch.Tensor, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``csr @ x``; a bfloat16/float16 ``x`` (mixed precision) is multiplied in the operator's float32, since
+    torch's CPU CSR kernels have no half types, and the result is stored back in ``x``'s dtype."""
+    if x.dtype == dtype:
+        return torch.sparse.mm(csr, x)
+    return torch.sparse.mm(csr, x.to(dtype)).to(x.dtype)
 
 
 def csr_mm(m: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
@@ -84,7 +95,7 @@ def csr_mm(m: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
 
 def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
     """``A x`` for a :class:`SparseOperator` ``A: (N_out, N_in)`` and ``x: (N_in, d)``; returns ``(N_out, d)``."""
-    if x.dtype != op.dtype:
+    if x.dtype != op.dtype and x.dtype not in HALF:
         op = op.to(x.dtype)
     return _SpMM.apply(x.contiguous(), op)
 

@@ -13,7 +13,7 @@ import torch
 
 from .errors import GraphError, ParameterError
 from .graph import Graph
-from .losses import minibatch_loss
+from .losses import full_precision, minibatch_loss
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 from .sparse import PairIndex
 
@@ -113,7 +113,7 @@ class NeighborLinks:
             ends = torch.cat([torch.from_numpy(pos), neg], dim=1)
             seeds, where = torch.unique(ends, return_inverse=True)
             sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
-            z = model(None if x is None else x[torch.from_numpy(sub.node_ids)], sub)
+            z = full_precision(model(None if x is None else x[torch.from_numpy(sub.node_ids)], sub))
             s = (z[where[0]] * z[where[1]]).sum(-1)
             loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops), **weights)
             if hasattr(model, "kl"):

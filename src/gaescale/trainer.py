@@ -12,11 +12,14 @@ import numpy as np
 import torch
 
 from .checkpoint import Checkpointer, rng_state, set_rng_state
-from .errors import NonFiniteLossError
+from .errors import NonFiniteLossError, ParameterError
 from .graph import Graph
 from .evaluate import link_scores
 from .strategies import FullBatch
 from .sparse import PairIndex
+
+
+AMP_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -37,7 +40,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
-        embed: Callable[[], torch.Tensor] | None = None) -> FitResult:
+        embed: Callable[[], torch.Tensor] | None = None, precision: str = "fp32") -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
@@ -45,6 +48,10 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
     training time (evaluation excluded) reaches it, checked after every optimizer step. ``embed()`` gives
     the evaluation-mode embeddings that validation scores (default: one no-grad forward pass).
+
+    ``precision``: ``fp32``, or mixed precision (nanoGPT's one code path): the forward pass under
+    ``torch.autocast`` with ``bf16`` or ``fp16`` (and for ``fp16`` a ``GradScaler``, whose state is
+    checkpointed); losses and sparse products accumulate in float32 (:mod:`gaescale.sparse`).
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
@@ -54,6 +61,11 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     strategy = strategy or FullBatch()
     if isinstance(train_edges, torch.Tensor) and isinstance(strategy, FullBatch):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
+    if precision not in AMP_DTYPES:
+        raise ParameterError("precision", "fit", f"one of {list(AMP_DTYPES)}", precision)
+    device = next(model.parameters()).device.type
+    amp = torch.autocast(device, dtype=AMP_DTYPES[precision] or torch.float32, enabled=precision != "fp32")
+    scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
     gen = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     s = {"history": [], "best_auc": -1.0, "best_epoch": 0, "best_state": None, "waited": 0, "stopped": False,
@@ -63,6 +75,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         opt.load_state_dict(resume["optimizer"])
         s.update({k: resume[k] for k in s})
         set_rng_state(resume["rng"], gen)
+        if resume.get("scaler"):
+            scaler.load_state_dict(resume["scaler"])
     bar = _progress(epochs, progress, initial=s["epoch"])
     for epoch in range(s["epoch"] + 1, epochs + 1):
         if s["stopped"]:
@@ -70,14 +84,20 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         t0 = time.perf_counter()
         model.train()
         losses = []
-        for loss in strategy.steps(model, x, graph, train_edges, gen, loss_kwargs):
+        steps = strategy.steps(model, x, graph, train_edges, gen, loss_kwargs)
+        while True:
+            with amp:  # the forward pass of a step runs inside the generator
+                loss = next(steps, None)
+            if loss is None:
+                break
             if not torch.isfinite(loss):
                 kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
                 raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; lower --lr or "
                                          f"check the features' scale.{kept}")
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             losses.append(loss.item())
             if time_limit and sum(s["seconds"]) + time.perf_counter() - t0 >= time_limit:
                 break  # mid-epoch: a mini-batch epoch can be long
@@ -99,7 +119,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or time_up
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
             checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                      "rng": rng_state(gen)})
+                                      "rng": rng_state(gen), "scaler": scaler.state_dict()})
         if on_epoch:
             on_epoch(rec)
         bar.update(rec, s["best_auc"])
