@@ -82,10 +82,12 @@ class _SpMM(torch.autograd.Function):
 
 def _mm(csr: torch.Tensor, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``csr @ x``; a bfloat16/float16 ``x`` (mixed precision) is multiplied in the operator's float32, since
-    torch's CPU CSR kernels have no half types, and the result is stored back in ``x``'s dtype."""
-    if x.dtype == dtype:
-        return torch.sparse.mm(csr, x)
-    return torch.sparse.mm(csr, x.to(dtype)).to(x.dtype)
+    torch's CPU CSR kernels have no half types, and the result is stored back in ``x``'s dtype. Autocast
+    is off here: it would cast the product's inputs down again."""
+    with torch.autocast(x.device.type, enabled=False):
+        if x.dtype == dtype:
+            return torch.sparse.mm(csr, x)
+        return torch.sparse.mm(csr, x.to(dtype)).to(x.dtype)
 
 
 def csr_mm(m: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
