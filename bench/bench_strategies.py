@@ -1,5 +1,5 @@
 """Training strategies on the 770,000-node demo graph after the same training time: full batch (the
-reference), full batch with activation checkpointing, Cluster-GCN, FastGAE and neighbour-sampled link
+reference), full batch with activation checkpointing or mixed precision, Cluster-GCN, FastGAE and neighbour-sampled link
 batches. Each in its own process; an epoch that starts within the time runs to its end.
 
     .venv/bin/python bench/bench_strategies.py --seconds 120
@@ -17,6 +17,8 @@ from pathlib import Path
 VARIANTS = {
     "full batch": [],
     "full batch + --checkpoint-activations": ["--checkpoint-activations"],
+    "full batch + --precision bf16": ["--precision", "bf16"],
+    "full batch + --precision fp16": ["--precision", "fp16"],
     "Cluster-GCN (770 METIS parts, 20 per step)": ["--strategy", "cluster"],
     "FastGAE (77,000-node subgraphs, alpha 1)": ["--strategy", "fastgae"],
     "neighbour sampling (65,536 edges per step, fan-outs 10,10,10)": ["--strategy", "neighbor"],

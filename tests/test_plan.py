@@ -78,3 +78,25 @@ def test_plan_command_prints_every_strategy(tmp_path, capsys):
     for s in AUTO_ORDER:
         assert f"| {s} |" in out
     assert "dense N x N matrix" in out and "--strategy auto would train with: full" in out
+
+
+def test_a_prepared_graph_is_planned_without_its_file_backed_arrays(tmp_path, capsys):
+    config = gaescale.TrainConfig(hidden="16,16", dim=8)
+    n, e = 1_000_000, 6_000_000
+    memory = {p.strategy: p for p in plan(config, n, e, 8)}
+    mapped = {p.strategy: p for p in plan(config, n, e, 8, prepared=True)}
+    # no edge list (16 B/edge), no kept CSR (8 B/node + 8 B/edge), the training edges stay on disk (16 B/edge)
+    et = 0.85 * e
+    expected = 16 * e + 8 * n + 8 * e + 16 * et + 8 * et  # _graph(n, et) counts 8 B/edge of int32 columns
+    assert memory["full"].resident_bytes - mapped["full"].resident_bytes == pytest.approx(expected, rel=1e-6)
+    # the mini-batch strategies evaluate layer by layer instead of building the whole graph's operator
+    for s in ("cluster", "neighbor"):
+        assert mapped[s].step_bytes < memory[s].step_bytes
+    assert mapped["full"].step_bytes == memory["full"].step_bytes
+    data = community_graph(3000, 15000, seed=1)
+    np.save(tmp_path / "e.npy", data.edge_index)
+    np.save(tmp_path / "x.npy", data.x)
+    assert main(["prepare", str(tmp_path / "e.npy"), "--features", str(tmp_path / "x.npy"), "--out", str(tmp_path / "g")]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(tmp_path / "g"), "--hidden", "16,16", "--dim", "8"]) == 0
+    assert "3,000 nodes, 15,000 edges, 8 features" in capsys.readouterr().out

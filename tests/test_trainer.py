@@ -27,11 +27,12 @@ def test_sparse_products_of_half_inputs_accumulate_in_float32(dtype):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-@pytest.mark.parametrize("strategy", ["full", "neighbor"])
+@pytest.mark.parametrize("strategy", ["full", "cluster", "neighbor"])
 def test_mixed_precision_runs_the_encoder_in_half_and_learns_like_fp32(precision, strategy):
     data = community_graph(2000, 10000, seed=2)
     kw = dict(data=data, hidden="16,16", dim=8, epochs=30, quiet=True, report=False, eval_every=5, patience=0,
-              strategy=strategy, **({"batch_size": 4096, "fanouts": "5,5,5"} if strategy == "neighbor" else {}))
+              strategy=strategy, **{"neighbor": {"batch_size": 4096, "fanouts": "5,5,5"},
+                                    "cluster": {"cluster_parts": 8, "clusters_per_batch": 2}}.get(strategy, {}))
     seen = set()
     handle = torch.nn.modules.module.register_module_forward_hook(
         lambda module, args, out: seen.add(out.dtype) if isinstance(module, torch.nn.Linear) and module.training else None)

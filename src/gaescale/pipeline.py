@@ -101,7 +101,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     model = build_model(config, None if x is None else x.shape[1], num_nodes)
     has_val = split.val_pos.shape[1] > 0
     model.encoder.checkpoint_activations = config.checkpoint_activations
-    strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log)
+    strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log,
+                                     prepared=inputs.prepared is not None)
     strategy = _strategy(config, strategy_name, train_graph, log)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
@@ -218,13 +219,14 @@ def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
     return torch.from_numpy(pairs)
 
 
-def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log) -> str:
+def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,
+                     prepared: bool = False) -> str:
     """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget``."""
     if config.strategy != "auto":
         return config.strategy
     from .plan import budget_bytes, choose, plan
     budget = budget_bytes(config)
-    chosen = choose(plan(config, num_nodes, num_edges, num_features), budget, config)
+    chosen = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared), budget, config)
     log(f"--strategy auto: {chosen.strategy} (predicted peak {chosen.peak_bytes / 2**30:.2f} GiB of a "
         f"{budget / 2**30:.2f} GiB budget; 'gaescale plan' shows every strategy)")
     return chosen.strategy

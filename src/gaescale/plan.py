@@ -85,10 +85,27 @@ def _graph(n: float, e: float) -> float:
     return 16.0 * n + 8 + 8.0 * e
 
 
-def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None) -> list[StrategyPlan]:
+def _layerwise(n: float, widths: list[int], in_width: float) -> float:
+    """Peak bytes of layer-wise inference (:meth:`gaescale.encoders.GCN.layerwise`): a layer's input
+    (the features for the first, already resident), its output, and ``lin(h)`` for all nodes when the
+    layer narrows; the row blocks are small next to them."""
+    peak, prev = 0.0, 0.0
+    for w_in, w_out in zip([in_width or widths[0]] + widths[:-1], widths):
+        peak = max(peak, prev + 4 * n * w_out * (2 if w_in > w_out else 1))
+        prev = 4 * n * w_out
+    return peak
+
+
+def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, *,
+         prepared: bool = False) -> list[StrategyPlan]:
     """Predictions for every strategy (in :data:`AUTO_ORDER`) for a graph of ``num_nodes`` nodes,
     ``num_edges`` undirected edges and ``num_features`` features per node (None: featureless), with the
-    model, loss and strategy options of ``config`` (unset strategy options take their defaults)."""
+    model, loss and strategy options of ``config`` (unset strategy options take their defaults).
+
+    ``prepared``: the graph is a memory-mapped directory of ``gaescale prepare``. Its CSR arrays and the
+    training graph's column indices are then file-backed pages (page cache the kernel can drop, not
+    counted); the pipeline holds no edge list; Cluster-GCN and neighbour sampling evaluate layer by layer
+    instead of building the whole graph's operator."""
     for name, value in (("num_nodes", num_nodes), ("num_edges", num_edges)):
         if not isinstance(value, int) or value < 1:
             raise ParameterError(name, "plan", "an int >= 1", value)
@@ -99,16 +116,24 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     sage = config.encoder == "sage"
     # The table of a featureless first layer: weight, gradient and Adam's two moments.
     table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
-    resident = (BASE                          # what training starts from
-                + 16 * e                      # the edge list (2, E) int64, kept by the caller
-                + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
-                + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
-                + _graph(n, et) + 4 * n * f + table)
+    if prepared:  # the training graph's indptr and degrees; held-out edges and non-edges; no edge list
+        resident = BASE + 16.0 * n + 32 * (e - et) + 4 * n * f + table
+    else:
+        resident = (BASE                          # what training starts from
+                    + 16 * e                      # the edge list (2, E) int64, kept by the caller
+                    + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
+                    + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
+                    + _graph(n, et) + 4 * n * f + table)
     # The full graph's operator is built on the first full forward (a step, or the first evaluation) and
     # kept with the propagated features; evaluation runs a no-grad forward over all nodes.
     first = _build(n, et, sage) + STEP_BASE
     kept = _operator(n, et, sage) + 4 * n * f
     evaluation = _activations(n, widths, sage, train=False) + STEP_BASE
+    # Mini-batch strategies on a prepared graph never build the whole graph's operator: layer-wise inference.
+    minibatch_first, minibatch_kept, minibatch_eval = first, kept, evaluation
+    if prepared:
+        minibatch_first, minibatch_kept = 0.0, 0.0
+        minibatch_eval = _layerwise(n, widths, f) * (1.5 if sage else 1.0) + STEP_BASE
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
@@ -130,7 +155,8 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     steps = -(-parts // per_batch)
     batch_step = (STEP_BASE + 8 * n + _graph(nb, eb) + max(_build(nb, eb, sage), _operator(nb, eb, sage)
                   + _activations(nb, widths, sage) + PER_PAIR * eb * (1 + config.neg_ratio)))
-    plans.append(StrategyPlan("cluster", int(resident + 8 * n), int(max(first, kept + max(batch_step, evaluation))),
+    plans.append(StrategyPlan("cluster", int(resident + 8 * n),
+                              int(max(minibatch_first, minibatch_kept + max(batch_step, minibatch_eval))),
                               steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
                               steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step"))
     batch, fanouts = opts["batch_size"], opts["fanouts"]
@@ -145,7 +171,8 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     steps = -(-int(et) // batch)
     nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec) + max(_build(nc, ec, sage), _operator(nc, ec, sage)
                + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
-    plans.append(StrategyPlan("neighbor", int(resident), int(max(first, kept + max(nb_step, evaluation))),
+    plans.append(StrategyPlan("neighbor", int(resident),
+                              int(max(minibatch_first, minibatch_kept + max(nb_step, minibatch_eval))),
                               steps * ((2 * ec + nc) * spmm_width + nc * per_pass),
                               steps * batch * (1 + config.neg_ratio), steps,
                               f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
@@ -208,7 +235,8 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
                              "both" if graph is not None else None)
     f = _count("num_features", num_features, 0)
     from .prepare import is_prepared, open_prepared
-    if graph is not None and is_prepared(graph):
+    prepared = graph is not None and is_prepared(graph)
+    if prepared:
         manifest = open_prepared(graph).manifest
         n, e = int(manifest["num_nodes"]), int(manifest["num_edges"])
         f = f or int(manifest.get("features") or 0)
@@ -223,7 +251,7 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
     else:
         n, e = _count("nodes", nodes, 1), _count("edges", edges, 1)
     budget = budget_bytes(config)
-    plans = plan(config, n, e, f or None)
+    plans = plan(config, n, e, f or None, prepared=prepared)
     lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, _widths(config)))}"
              f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",
              format_table(plans, n, budget), ""]
