@@ -22,6 +22,8 @@ VARIANTS = {
     "Cluster-GCN (770 METIS parts, 20 per step)": ["--strategy", "cluster"],
     "FastGAE (77,000-node subgraphs, alpha 1)": ["--strategy", "fastgae"],
     "neighbour sampling (65,536 edges per step, fan-outs 10,10,10)": ["--strategy", "neighbor"],
+    "neighbour sampling (4,096 edges per step, fan-outs 5,5,5)": ["--strategy", "neighbor", "--batch-size", "4096",
+                                                                  "--fanouts", "5,5,5"],
 }
 
 

@@ -105,7 +105,7 @@ class EdgeChunks:
                 is_text = pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
                 cols.append(np.asarray(c.to_numpy(zero_copy_only=False), dtype=object) if is_text
                             else c.to_numpy(zero_copy_only=False))
-            yield self._typed(cols, names, start, lambda i: None)
+            yield self._typed(cols, names, lambda i: None)
             start += batch.num_rows
 
     def _text(self) -> Iterator[Columns]:
@@ -123,15 +123,13 @@ class EdgeChunks:
                     raise InputFileError(self.path, "missing node id.", line=self._line(has_header, start + row))
                 cols = [df.iloc[:, k].to_numpy() for k in (0, 1)]
                 first = start
-                yield self._typed(cols, ("source", "target"), first, lambda i: self._line(has_header, first + i))
+                yield self._typed(cols, ("source", "target"), lambda i: self._line(has_header, first + i))
                 start += len(df)
         except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-            if isinstance(exc, InputFileError):
-                raise
             _diagnose_text(self.path, sep, has_header)
             raise InputFileError(self.path, f"could not parse the edge list ({exc}).") from None
 
-    def _typed(self, cols: list[np.ndarray], names, start: int, line_of) -> Columns:
+    def _typed(self, cols: list[np.ndarray], names, line_of) -> Columns:
         """The chunk's two columns as int64 (kind int) or str objects (kind str); the first chunk of
         ``ids='auto'`` decides the kind."""
         if self.kind is None:
