@@ -134,20 +134,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .pipeline import train
+    group = None
     try:
+        if args.command in ("train", "demo"):  # started by torchrun: join its process group
+            from .distributed import from_torchrun
+            group = from_torchrun()
         if args.command == "demo":
             from .synthetic import community_graph
             config = _config(args, DEMO_DEFAULTS)
-            if not config.quiet:
+            if not config.quiet and (group is None or group.is_main):
                 print(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...",
                       file=sys.stderr, flush=True)
             data = community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
-            train(config, data=data)
+            train(config, data=data, group=group)
         elif args.command == "train":
             config = _config(args, {})
             if config.edges is None or config.out is None:
                 parser.error("the following arguments are required: " + ("EDGES" if config.edges is None else "--out"))
-            train(config)
+            train(config, group=group)
         elif args.command == "topk":
             from .predict import topk_links
             topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
@@ -170,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             from .report import write_report
             _log(f"wrote {write_report(args.run, args.out, log=_log)}")
     except GaescaleError as exc:
-        print(f"gaescale: error: {exc}", file=sys.stderr)
+        where = "" if group is None else f" (rank {group.rank})"
+        print(f"gaescale: error{where}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (`gaescale plan ... | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -181,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             hint = "; run the same command with --resume to continue from the last checkpoint"
         print(f"gaescale: interrupted{hint}", file=sys.stderr)
         return 130
+    finally:
+        if group is not None:
+            from .distributed import shutdown
+            shutdown()
     return 0
 
 

@@ -50,3 +50,7 @@ class RunDirError(GaescaleError):
 
 class CheckpointError(GaescaleError):
     """A checkpoint is missing, unreadable, or belongs to a different configuration or graph."""
+
+
+class DistributedError(GaescaleError):
+    """A process group could not be formed, or a peer process failed or stopped answering."""

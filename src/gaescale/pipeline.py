@@ -66,17 +66,24 @@ def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
-          log: Callable[[str], None] | None = None, **options) -> RunResult:
+          log: Callable[[str], None] | None = None, group=None, **options) -> RunResult | None:
     """Train a GCN graph autoencoder and, with ``config.out``, write its outputs.
 
     ``train(edges="edges.csv", out="run", hidden="16,16", dim=8)`` or ``train(TrainConfig(...))``;
     ``data`` replaces reading ``config.edges`` (an :class:`EdgeList`, e.g. from :func:`community_graph`).
+    ``group`` (:func:`gaescale.distributed.from_torchrun`): this process is one rank of a data-parallel
+    group (see :mod:`gaescale.distributed`); only rank 0 logs, evaluates and writes, and only rank 0
+    returns a result (the others return None).
     """
     if config is None:
         config = TrainConfig(**options)
     elif options:
         config = TrainConfig.from_dict({**config.to_dict(), **options})
-    log = log or ((lambda m: None) if config.quiet else _stderr)
+    main = group is None or group.is_main
+    if group is not None and config.strategy != "full":
+        raise ParameterError("strategy", "train", "'full' when training on several processes (the mini-batch "
+                             "strategies are not distributed yet)", config.strategy)
+    log = log or ((lambda m: None) if config.quiet or not main else _stderr)
     if config.threads:
         torch.set_num_threads(config.threads)
     out = check_out_dir(config.out) if config.out else None
@@ -87,7 +94,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     t = time.perf_counter()
     if inputs.prepared is not None:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
         split = split_hashed(graph, config.val_fraction, config.test_fraction, seed=config.seed,
-                             out_dir=None if out is None else out / "split")
+                             out_dir=None if out is None or not main else out / "split")
     else:
         split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     num_edges = graph.num_edges
@@ -109,18 +116,27 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
     # strategy builds that operator for training anyway.
     block = LAYERWISE_BLOCK if inputs.prepared is not None and strategy_name in ("cluster", "neighbor") else None
+    if group is not None:
+        from .distributed import ShardedFullBatch
+        strategy = ShardedFullBatch(group)
+        log(f"data parallel: {group.world_size} processes ({group.backend}), the graph replicated, the loss "
+            f"sharded")
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log)
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
     train_start = rss_bytes()  # what training starts from: graph, split, features, model
-    result = fit(model, x, train_graph, train_pairs, val=(split.val_pos, split.val_neg) if has_val else None,
+    result = fit(model, x, train_graph, train_pairs,
+                 val=(split.val_pos, split.val_neg) if has_val and main else None,
                  epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
-                 patience=config.patience, progress=not config.quiet,
+                 patience=config.patience, progress=not config.quiet and main,
                  loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                   neg_ratio=config.neg_ratio),
-                 checkpointer=checkpointer, resume=resume, strategy=strategy, time_limit=config.time_limit,
-                 embed=lambda: model.embed(x, train_graph, block=block), precision=config.precision)
+                 checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
+                 time_limit=config.time_limit, embed=lambda: model.embed(x, train_graph, block=block),
+                 precision=config.precision, group=group)
     train_peak = peak_rss_bytes() if phase_measured else None
+    if not main:
+        return None
     t = time.perf_counter()
     z = model.embed(x, train_graph, block=block)
     if block:
@@ -136,6 +152,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                    seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
                    peak_rss_bytes=max(setup_peak, peak_rss_bytes()), setup_peak_rss_bytes=setup_peak,
                    training_start_rss_bytes=train_start, training_peak_rss_bytes=train_peak, strategy=strategy_name,
+                   processes=1 if group is None else group.world_size,
                    num_nodes=num_nodes, num_edges=num_edges, train_edges=split.num_train,
                    prepared=None if inputs.prepared is None else str(inputs.prepared), torch_threads=torch.get_num_threads(),
                    history=result.history)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import statistics
 import sys
 import time
@@ -40,7 +41,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
-        embed: Callable[[], torch.Tensor] | None = None, precision: str = "fp32") -> FitResult:
+        embed: Callable[[], torch.Tensor] | None = None, precision: str = "fp32", group=None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
@@ -52,6 +53,11 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``precision``: ``fp32``, or mixed precision (nanoGPT's one code path): the forward pass under
     ``torch.autocast`` with ``bf16`` or ``fp16`` (and for ``fp16`` a ``GradScaler``, whose state is
     checkpointed); losses and sparse products accumulate in float32 (:mod:`gaescale.sparse`).
+
+    ``group`` (a :class:`gaescale.distributed.Dist`): this process is one rank of a data-parallel group;
+    the model is wrapped in ``DistributedDataParallel`` for the strategy's steps (which shard the loss),
+    the recorded loss is the mean over the ranks, only rank 0 validates, and rank 0's decisions to stop
+    reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
@@ -77,6 +83,10 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         set_rng_state(resume["rng"], gen)
         if resume.get("scaler"):
             scaler.load_state_dict(resume["scaler"])
+    forward = model
+    if group is not None:
+        from . import distributed
+        forward = distributed.Replicated(model)
     bar = _progress(epochs, progress, initial=s["epoch"])
     for epoch in range(s["epoch"] + 1, epochs + 1):
         if s["stopped"]:
@@ -84,27 +94,31 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         t0 = time.perf_counter()
         model.train()
         losses = []
-        steps = strategy.steps(model, x, graph, train_edges, gen, loss_kwargs)
+        steps = strategy.steps(forward, x, graph, train_edges, gen, loss_kwargs)
         while True:
             with amp:  # the forward pass of a step runs inside the generator
                 loss = next(steps, None)
             if loss is None:
                 break
-            if not torch.isfinite(loss):
+            value = loss.item() if group is None else distributed.mean(loss.item())  # the same on every rank
+            if not math.isfinite(value):
                 kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
-                raise NonFiniteLossError(f"the training loss became {loss.item()} at epoch {epoch}; lower --lr or "
+                raise NonFiniteLossError(f"the training loss became {value} at epoch {epoch}; lower --lr or "
                                          f"check the features' scale.{kept}")
             opt.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-            losses.append(loss.item())
-            if time_limit and sum(s["seconds"]) + time.perf_counter() - t0 >= time_limit:
+            losses.append(value)
+            out_of_time = bool(time_limit and sum(s["seconds"]) + time.perf_counter() - t0 >= time_limit)
+            if out_of_time if group is None else distributed.from_main(out_of_time):
                 break  # mid-epoch: a mini-batch epoch can be long
         s["seconds"].append(time.perf_counter() - t0)
         rec: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s["seconds"][-1],
                                "steps": len(losses)}
         time_up = bool(time_limit and sum(s["seconds"]) >= time_limit)
+        if group is not None:
+            time_up = distributed.from_main(time_up)
         if val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up):
             model.eval()
             with torch.no_grad():
@@ -117,6 +131,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         s["history"].append(rec)
         s["epoch"] = epoch
         s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or time_up
+        if group is not None:
+            s["stopped"] = distributed.from_main(s["stopped"])
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
             checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
                                       "rng": rng_state(gen), "scaler": scaler.state_dict()})

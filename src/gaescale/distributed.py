@@ -1,0 +1,134 @@
+"""Data-parallel training on torch.distributed: ``DistributedDataParallel`` over processes that
+``torchrun`` starts, on one host or several (``--nnodes``, rendezvous over TCP).
+
+What is replicated and what is sharded (full batch, the graph replicated): every rank reads the whole
+graph, splits it with the shared seed (so every rank holds the same split) and runs the whole forward
+pass, so every rank computes the same ``z``; the loss is sharded: rank ``r`` of ``W`` scores the training
+edges ``r, r + W, r + 2W, ...`` and the ``r``-th share of the sampled node pairs, which all ranks draw
+alike from the shared seed. Each rank's loss is ``W`` times its additive share of the global loss
+(:func:`gaescale.losses.minibatch_loss` with ``edge_fraction = 1 / W``), so DDP's average of the
+gradients is the gradient of the single-process loss over the same pairs, and every update equals the
+single-process update within float tolerance. Only rank 0 evaluates, logs and writes outputs and
+checkpoints; decisions that end training (time limit, early stopping, an error) are broadcast from rank 0
+so that no rank waits on a collective the others have left.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Iterator, Mapping
+
+import torch
+import torch.distributed as dist
+
+from .errors import DistributedError, ParameterError
+from .graph import Graph
+from .losses import minibatch_loss
+from .sparse import PairIndex
+
+
+@dataclass(frozen=True)
+class Dist:
+    """This process's place in the group: ``rank`` of ``world_size``, and the backend."""
+
+    rank: int
+    world_size: int
+    backend: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 120.0) -> Dist | None:
+    """Join the process group described by torchrun's variables (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+    ``MASTER_PORT``) in ``environ`` (default ``os.environ``); None for a process not started by torchrun
+    (or a group of one). gloo: training runs on the CPU (NCCL comes with CUDA training). A collective
+    that waits longer than ``timeout`` seconds on a peer raises instead of hanging."""
+    environ = os.environ if environ is None else environ
+    world = int(environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return None
+    try:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout))
+    except Exception as exc:  # torch raises RuntimeError/ValueError/DistStoreError variously
+        raise DistributedError(f"could not join the process group at {environ.get('MASTER_ADDR')}:"
+                               f"{environ.get('MASTER_PORT')} ({type(exc).__name__}: {exc}).") from None
+    return Dist(dist.get_rank(), dist.get_world_size(), "gloo")
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def mean(value: float) -> float:
+    """The mean of ``value`` over the ranks."""
+    t = torch.tensor([float(value)], dtype=torch.float64)
+    _collective(dist.all_reduce, t)
+    return float(t.item()) / dist.get_world_size()
+
+
+def from_main(flag: bool) -> bool:
+    """Rank 0's ``flag``, on every rank."""
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    _collective(dist.broadcast, t, 0)
+    return bool(t.item())
+
+
+def _collective(op, *args) -> None:
+    try:
+        op(*args)
+    except Exception as exc:
+        raise DistributedError(f"a peer process failed or stopped answering ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}); every rank stops.") from None
+
+
+class Replicated:
+    """What a strategy sees of a DDP-wrapped model: calls go through ``DistributedDataParallel`` (which
+    all-reduces the gradients in backward); ``loss``, ``kl`` and the rest come from the model itself."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.ddp = torch.nn.parallel.DistributedDataParallel(model)
+        self.model = model
+
+    def __call__(self, *args, **kwargs):
+        return self.ddp(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+class ShardedFullBatch:
+    """Full batch over ``W`` ranks with the graph replicated (see the module's docstring): one step per
+    epoch; the loss of rank ``r`` covers its shard of the training pairs and of the sampled pairs. The
+    dense term must be ``sampled``; its ``m`` pairs are rounded up to a multiple of ``W``."""
+
+    name = "full"
+
+    def __init__(self, group: Dist):
+        self.group = group
+        self._shard = None  # (the pairs it was cut from, this rank's PairIndex, their count, self loops)
+
+    def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
+        if loss_kwargs.get("dense", "sampled") != "sampled":
+            raise ParameterError("dense", "train", "'sampled' when training on several processes (the exact "
+                                                   "dense term is not sharded yet)", loss_kwargs["dense"])
+        w, r, n = self.group.world_size, self.group.rank, graph.num_nodes
+        if self._shard is None or self._shard[0] is not pairs:  # cut once, reused every epoch
+            every = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
+            self._shard = (pairs, PairIndex.from_pairs(every[:, r::w], n), every.shape[1],
+                           int((every[0] == every[1]).sum()))
+        _, mine, count, loops = self._shard
+        num_edge_pairs = 2 * count - loops
+        m = max(1, round(float(loss_kwargs.get("neg_ratio", 1.0)) * num_edge_pairs / 2))
+        m = -(-m // w) * w
+        z = model(x, graph)
+        sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
+        loss = minibatch_loss(mine.logits(z), PairIndex.from_pairs(sampled, n).logits(z), num_nodes=n,
+                              num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w, pos_loops=mine.self_pair_mask(),
+                              kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"))
+        if hasattr(model, "kl"):
+            loss = loss + model.kl() / n
+        yield loss
