@@ -94,3 +94,32 @@ def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
     assert launcher.returncode != 0 and time.time() - t < 90
     assert "exitcode" in err and "-9" in err  # torchrun names the rank that died and its signal
     assert all(not c.is_running() for c in workers if c.pid != workers[-1].pid)
+
+
+def test_a_killed_host_makes_the_other_host_exit_with_a_clear_error(edges, tmp_path):
+    port = str(_port())
+    out = tmp_path / "run"
+    # static rendezvous: host 0 keeps the store and rank 0, so the survivor and its rank are known
+    launchers = [subprocess.Popen(
+        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+         "--master-port", port, "-m", "gaescale", "train", str(edges),
+         "--out", str(out), "--hidden", "16", "--dim", "8", "--epochs", "100000", "--eval-every", "100000",
+         "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for rank in (0, 1)]
+    try:
+        deadline = time.time() + 120
+        while not any((out / "checkpoints").glob("epoch-*.pt")) if (out / "checkpoints").is_dir() else True:
+            assert all(p.poll() is None for p in launchers) and time.time() < deadline, "training never started"
+            time.sleep(0.2)
+        victim = next(c for c in psutil.Process(launchers[1].pid).children(recursive=True)
+                      if "gaescale" in " ".join(c.cmdline()))
+        victim.kill()
+        t = time.time()
+        errs = [p.communicate(timeout=90)[1] for p in launchers]
+    finally:
+        for p in launchers:
+            if p.poll() is None:
+                p.kill()
+    assert time.time() - t < 90 and all(p.returncode != 0 for p in launchers)
+    # the worker on the other host did not hang on the dead peer: it said so in one line and stopped
+    assert "gaescale: error (rank 0): a peer process failed or stopped answering" in errs[0], errs[0][-2000:]
