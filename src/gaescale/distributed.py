@@ -15,6 +15,7 @@ so that no rank waits on a collective the others have left.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Iterator, Mapping
@@ -78,11 +79,25 @@ def from_main(flag: bool) -> bool:
 
 
 def _collective(op, *args) -> None:
-    try:
+    with peer_failures():
         op(*args)
-    except Exception as exc:
-        raise DistributedError(f"a peer process failed or stopped answering ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0] if str(exc) else ''}); every rank stops.") from None
+
+
+@contextmanager
+def peer_failures():
+    """Turns what torch raises when a peer process dies or stops answering (in a collective of ours, or in
+    DDP's gradient all-reduce during backward) into one :class:`DistributedError`; other errors pass."""
+    try:
+        yield
+    except DistributedError:
+        raise
+    except (RuntimeError, dist.DistError) as exc:
+        text = str(exc)
+        if not (isinstance(exc, dist.DistError) or "gloo" in text or "Connection" in text or "NCCL" in text):
+            raise
+        first = text.splitlines()[0] if text else ""
+        raise DistributedError(f"a peer process failed or stopped answering ({type(exc).__name__}: {first}); "
+                               "every rank stops.") from None
 
 
 class Replicated:

@@ -6,6 +6,7 @@ Any ``nn.Module`` whose ``forward(x, graph)`` returns ``z: (N, d)`` is an encode
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Sequence
 
 import torch
@@ -13,7 +14,7 @@ from torch import nn
 
 from .errors import ParameterError
 from .graph import Graph
-from .sparse import SparseOperator, csr_mm
+from .sparse import SparseOperator
 
 
 def _check_dims(owner: str, in_dim: int | None, dims: Sequence[int]) -> list[int]:
@@ -28,19 +29,22 @@ def _check_dims(owner: str, in_dim: int | None, dims: Sequence[int]) -> list[int
 class _Propagated:
     """Caches ``A x`` for an input ``x`` that does not require grad (the first GCN layer's input).
 
-    The key is the tensor's storage, shape and version counter, so an in-place change of ``x``
-    invalidates it.
+    A hit needs the very same operator and tensor objects (held by weak references, so an object that
+    died cannot be mistaken for a new one at the same address: each Cluster-GCN batch builds a new
+    subgraph and a new feature slice, often of the same shape) and an unchanged version counter, so an
+    in-place change of ``x`` invalidates it.
     """
 
     def __init__(self):
-        self._key, self._value = None, None
+        self._op, self._x, self._version, self._value = None, None, None, None
 
     def __call__(self, op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad:
             return op @ x
-        key = (id(op), x.data_ptr(), tuple(x.shape), x.dtype, x._version)
-        if key != self._key:
-            self._key, self._value = key, (op @ x).detach()
+        hit = (self._op is not None and self._op() is op and self._x() is x and self._version == x._version)
+        if not hit:
+            self._op, self._x, self._version = weakref.ref(op), weakref.ref(x), x._version
+            self._value = (op @ x).detach()
         return self._value
 
 
@@ -108,27 +112,30 @@ class _Stacked(nn.Module):
     @torch.no_grad()
     def layerwise(self, x: torch.Tensor | None, graph: Graph, block: int = 1 << 16) -> torch.Tensor:
         """The evaluation-mode output ``(N, d)``, computed layer by layer over ``block`` rows of the graph's
-        operator at a time (PyG's layer-wise inference): each layer reads the CSR one row block at a time,
-        so a memory-mapped graph stays on disk and no operator over the whole graph is built. Memory: two
-        ``(N, width)`` layers plus one block. Equals ``forward`` in eval mode."""
+        operator at a time (PyG's layer-wise inference): each layer reads the CSR one row block at a time
+        (:meth:`Graph.adjacency_block`, the 0/1 rows; the normalisation is applied to the dense side), so a
+        memory-mapped graph stays on disk and no operator over the whole graph is built. Memory: the
+        layer's input and output for all nodes, its input times ``W`` when that is narrower, one block.
+        Equals ``forward`` in eval mode up to float rounding."""
         h = x
         for i in range(len(self.layers)):
+            source = self._layer_source(i, h, graph)  # once per layer: whatever every block multiplies
             out = None
             for start in range(0, graph.num_nodes, block):
                 stop = min(graph.num_nodes, start + block)
-                rows = self._layer_rows(i, h, graph, start, stop)
+                rows = self._layer_block(i, h, source, graph.adjacency_block(start, stop), start, stop)
                 if out is None:
                     out = rows.new_empty((graph.num_nodes, rows.shape[1]))
                 out[start:stop] = rows
             h = out
         return h
 
-    def _propagate_rows(self, rows, lin: nn.Linear, h: torch.Tensor | None, graph: Graph, i: int) -> torch.Tensor:
-        """``rows`` (a SciPy CSR block of the layer's operator) times the layer input through ``lin``, the
-        narrower side first; the featureless first layer's table for ``h=None``."""
+    def _source(self, i: int, lin: nn.Linear, h: torch.Tensor | None, graph: Graph):
+        """``(src, post)``: what the layer's operator multiplies (the featureless table, ``h W^T`` when that
+        is narrower, else ``h``) and the linear map still to apply after it (or None)."""
         if i == 0 and self.featureless:
-            return csr_mm(rows, self._table(lin, graph))
-        return csr_mm(rows, lin(h)) if lin.in_features > lin.out_features else lin(csr_mm(rows, h))
+            return self._table(lin, graph), None
+        return (lin(h), None) if lin.in_features > lin.out_features else (h, lin)
 
     def _finish(self, h: torch.Tensor, i: int) -> torch.Tensor:
         b = self.biases[i]
@@ -165,8 +172,15 @@ class GCN(_Stacked):
         out = self._first(op, lin, h, graph) if i == 0 else None
         return self._finish(out if out is not None else self._propagate(op, lin, h), i)
 
-    def _layer_rows(self, i: int, h: torch.Tensor | None, graph: Graph, start: int, stop: int) -> torch.Tensor:
-        return self._finish(self._propagate_rows(graph.gcn_rows(start, stop), self.layers[i][0], h, graph, i), i)
+    def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
+        src, post = self._source(i, self.layers[i][0], h, graph)
+        scale = graph.gcn_scale
+        return scale, scale * src, post  # D^-1/2 (A + I) D^-1/2 src = s * (A (s * src) + s * src)
+
+    def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        scale, scaled, post = source
+        y = scale[start:stop] * (torch.sparse.mm(rows, scaled) + scaled[start:stop])
+        return self._finish(post(y) if post is not None else y, i)
 
 
 def linear_encoder(in_dim: int | None, dim: int, *, num_nodes: int | None = None) -> GCN:
@@ -193,11 +207,16 @@ class SAGE(_Stacked):
         own = self._table(lin_self, graph) if (i == 0 and self.featureless) else lin_self(h)
         return self._finish(neigh.add_(own) if neigh.grad_fn is not None else neigh + own, i)
 
-    def _layer_rows(self, i: int, h: torch.Tensor | None, graph: Graph, start: int, stop: int) -> torch.Tensor:
-        lin_self, lin_neigh = self.layers[i]
-        neigh = self._propagate_rows(graph.mean_rows(start, stop), lin_neigh, h, graph, i)
-        own = self._table(lin_self, graph)[start:stop] if (i == 0 and self.featureless) else lin_self(h[start:stop])
-        return self._finish(neigh + own, i)
+    def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
+        src, post = self._source(i, self.layers[i][1], h, graph)
+        own = self._table(self.layers[i][0], graph) if (i == 0 and self.featureless) else None
+        return src, post, own, graph.mean_scale
+
+    def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        src, post, table, inv_degree = source
+        neigh = inv_degree[start:stop] * torch.sparse.mm(rows, src)
+        own = table[start:stop] if table is not None else self.layers[i][0](h[start:stop])
+        return self._finish((post(neigh) if post is not None else neigh) + own, i)
 
 
 ENCODERS = {"gcn": GCN, "sage": SAGE}

@@ -4,8 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from .errors import GraphError
 from .sparse import SparseOperator
@@ -141,6 +144,29 @@ class Graph:
         deg = np.diff(a.indptr)
         a.data = np.repeat(1.0 / np.maximum(deg, 1), deg).astype(np.float32)
         return a
+
+    @cached_property
+    def gcn_scale(self) -> torch.Tensor:
+        """``(N, 1)`` float32 ``(degree + 1)^-1/2``: the GCN normalisation as a scaling of the dense side."""
+        return torch.from_numpy((1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)).astype(np.float32)[:, None])
+
+    @cached_property
+    def mean_scale(self) -> torch.Tensor:
+        """``(N, 1)`` float32 ``1 / degree`` (0 for isolated nodes): the mean aggregator's scaling."""
+        d = self.degree.astype(np.float64)
+        return torch.from_numpy(np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0).astype(np.float32)[:, None])
+
+    def adjacency_block(self, start: int, stop: int) -> torch.Tensor:
+        """Rows ``start:stop`` of the 0/1 adjacency as a torch CSR tensor ``(stop - start, N)``, reading only
+        those rows of the CSR (a memory-mapped graph stays on disk); int32 indices when ``N`` allows."""
+        lo, hi = int(self.indptr[start]), int(self.indptr[stop])
+        idx = np.int32 if self.num_nodes < 2**31 - 1 and hi - lo < 2**31 - 1 else np.int64
+        crow = torch.from_numpy((np.asarray(self.indptr[start:stop + 1], np.int64) - lo).astype(idx))
+        col = torch.from_numpy(np.array(self.indices[lo:hi], dtype=idx))
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": only CSR @ dense is used
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, col, torch.ones(hi - lo), size=(stop - start, self.num_nodes),
+                                           check_invariants=False)
 
     def _rows(self, start: int, stop: int) -> sp.csr_matrix:
         """Rows ``start:stop`` of the 0/1 adjacency, ``(stop - start, N)``."""

@@ -2,6 +2,7 @@
 read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import time
@@ -15,6 +16,7 @@ import torch
 from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
+from .distributed import ShardedFullBatch, peer_failures
 from .encoders import ENCODERS
 from .errors import InputFileError, ParameterError
 from .features import attach_features
@@ -117,7 +119,6 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     # strategy builds that operator for training anyway.
     block = LAYERWISE_BLOCK if inputs.prepared is not None and strategy_name in ("cluster", "neighbor") else None
     if group is not None:
-        from .distributed import ShardedFullBatch
         strategy = ShardedFullBatch(group)
         log(f"data parallel: {group.world_size} processes ({group.backend}), the graph replicated, the loss "
             f"sharded")
@@ -125,15 +126,16 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
     train_start = rss_bytes()  # what training starts from: graph, split, features, model
-    result = fit(model, x, train_graph, train_pairs,
-                 val=(split.val_pos, split.val_neg) if has_val and main else None,
-                 epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
-                 patience=config.patience, progress=not config.quiet and main,
-                 loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
-                                  neg_ratio=config.neg_ratio),
-                 checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
-                 time_limit=config.time_limit, embed=lambda: model.embed(x, train_graph, block=block),
-                 precision=config.precision, group=group)
+    with peer_failures() if group is not None else contextlib.nullcontext():
+        result = fit(model, x, train_graph, train_pairs,
+                     val=(split.val_pos, split.val_neg) if has_val and main else None,
+                     epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
+                     patience=config.patience, progress=not config.quiet and main,
+                     loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
+                                      neg_ratio=config.neg_ratio),
+                     checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
+                     time_limit=config.time_limit, embed=lambda: model.embed(x, train_graph, block=block),
+                     precision=config.precision, group=group)
     train_peak = peak_rss_bytes() if phase_measured else None
     if not main:
         return None

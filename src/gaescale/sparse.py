@@ -90,11 +90,6 @@ def _mm(csr: torch.Tensor, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return torch.sparse.mm(csr, x.to(dtype)).to(x.dtype)
 
 
-def csr_mm(m: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
-    """``m x`` for a SciPy CSR ``m: (R, N)`` and ``x: (N, d)``, without autograd (inference)."""
-    return torch.sparse.mm(_to_torch_csr(m, x.dtype), x.contiguous())
-
-
 def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
     """``A x`` for a :class:`SparseOperator` ``A: (N_out, N_in)`` and ``x: (N_in, d)``; returns ``(N_out, d)``."""
     if x.dtype != op.dtype and x.dtype not in HALF:
