@@ -176,4 +176,3 @@ def test_layerwise_inference_equals_the_full_forward(encoder, featureless, model
     assert model.training  # restored
     assert got.shape == (n, 4 if model_cls is VGAE else 8)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
-
