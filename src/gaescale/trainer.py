@@ -36,14 +36,15 @@ class FitResult:
         return statistics.median(self.train_seconds) if self.train_seconds else 0.0
 
 
-def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex, *,
+def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex | None, *,
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
         embed: Callable[[], torch.Tensor] | None = None, precision: str = "fp32", group=None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
-    ``train_edges: (2, E)`` (each undirected edge once). With ``val = (pos, neg)``, the weights of the best
+    ``train_edges: (2, E)`` (each undirected edge once; None for the strategies that draw their pairs from
+    ``graph``: Cluster-GCN, FastGAE, neighbour sampling). With ``val = (pos, neg)``, the weights of the best
     validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
     ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
     the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
