@@ -4,14 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from .errors import GraphError
-from .sparse import SparseOperator
+from .sparse import SparseOperator, to_torch_csr
 
 
 @dataclass(frozen=True)
@@ -32,6 +30,15 @@ def sorted_unique(keys: np.ndarray) -> np.ndarray:
     NumPy 2.4's hash-based unique is ~80x slower on millions of int64 keys (10.6 s against 0.13 s for 5M)."""
     keys = np.sort(keys)
     return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+
+
+def row_ranges(indptr: np.ndarray, max_entries: int) -> np.ndarray:
+    """Row boundaries ``0 = b_0 < ... < b_k = N`` of a CSR with row pointer ``indptr: (N + 1,)``, each range
+    holding at most ``max_entries`` entries (or a single row that alone holds more): the blocks in which a
+    graph too large for memory is streamed."""
+    ends = np.asarray(indptr[1:])
+    cuts = np.searchsorted(ends, np.arange(max_entries, ends[-1] if ends.size else 0, max_entries), side="right")
+    return sorted_unique(np.concatenate([[0], cuts, [ends.size]]).astype(np.int64))
 
 
 def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, CleanStats]:
@@ -120,53 +127,46 @@ class Graph:
     @cached_property
     def gcn_operator(self) -> SparseOperator:
         """``D^-1/2 (A + I) D^-1/2`` with ``D`` the degree of ``A + I`` (Kipf & Welling), symmetric."""
-        return SparseOperator(self.gcn_rows(0, self.num_nodes), symmetric=True)
+        a = sp.csr_matrix(self.adjacency() + sp.eye(self.num_nodes, dtype=np.float32, format="csr"))
+        a.sort_indices()
+        dinv = self._inv_sqrt_degree
+        rows = np.repeat(np.arange(self.num_nodes), np.diff(a.indptr))
+        a.data = (dinv[rows] * dinv[a.indices]).astype(np.float32)
+        return SparseOperator(a, symmetric=True)
 
     @cached_property
     def mean_operator(self) -> SparseOperator:
         """``D^-1 A``: the mean over neighbours (GraphSAGE's mean aggregator); zero rows for isolated nodes."""
-        return SparseOperator(self.mean_rows(0, self.num_nodes), symmetric=False)
-
-    def gcn_rows(self, start: int, stop: int) -> sp.csr_matrix:
-        """Rows ``start:stop`` of the GCN operator, ``(stop - start, N)``: reads only those rows of the CSR
-        (a memory-mapped graph stays on disk), for layer-wise inference."""
-        a = self._rows(start, stop) + sp.eye(stop - start, self.num_nodes, k=start, dtype=np.float32, format="csr")
-        a = sp.csr_matrix(a)
-        a.sort_indices()
-        dinv = 1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)
-        rows = np.repeat(np.arange(start, stop), np.diff(a.indptr))
-        a.data = (dinv[rows] * dinv[a.indices]).astype(np.float32)
-        return a
-
-    def mean_rows(self, start: int, stop: int) -> sp.csr_matrix:
-        """Rows ``start:stop`` of the mean operator ``D^-1 A``, ``(stop - start, N)``."""
-        a = self._rows(start, stop)
-        deg = np.diff(a.indptr)
-        a.data = np.repeat(1.0 / np.maximum(deg, 1), deg).astype(np.float32)
-        return a
+        a = self.adjacency()
+        a.data = np.repeat(self._inv_degree, self.degree).astype(np.float32)
+        return SparseOperator(a, symmetric=False)
 
     @cached_property
     def gcn_scale(self) -> torch.Tensor:
-        """``(N, 1)`` float32 ``(degree + 1)^-1/2``: the GCN normalisation as a scaling of the dense side."""
-        return torch.from_numpy((1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)).astype(np.float32)[:, None])
+        """``(N, 1)`` float32 ``(degree + 1)^-1/2``: the GCN normalisation as a scaling of the dense side
+        (layer-wise inference multiplies the 0/1 :meth:`adjacency_block` and scales by it)."""
+        return torch.from_numpy(self._inv_sqrt_degree.astype(np.float32)[:, None])
 
     @cached_property
     def mean_scale(self) -> torch.Tensor:
         """``(N, 1)`` float32 ``1 / degree`` (0 for isolated nodes): the mean aggregator's scaling."""
+        return torch.from_numpy(self._inv_degree.astype(np.float32)[:, None])
+
+    @cached_property
+    def _inv_sqrt_degree(self) -> np.ndarray:
+        """``(N,)`` float64 ``(degree + 1)^-1/2``, the degree counted in ``A + I``."""
+        return 1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)
+
+    @cached_property
+    def _inv_degree(self) -> np.ndarray:
+        """``(N,)`` float64 ``1 / degree``, 0 for isolated nodes."""
         d = self.degree.astype(np.float64)
-        return torch.from_numpy(np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0).astype(np.float32)[:, None])
+        return np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0)
 
     def adjacency_block(self, start: int, stop: int) -> torch.Tensor:
         """Rows ``start:stop`` of the 0/1 adjacency as a torch CSR tensor ``(stop - start, N)``, reading only
-        those rows of the CSR (a memory-mapped graph stays on disk); int32 indices when ``N`` allows."""
-        lo, hi = int(self.indptr[start]), int(self.indptr[stop])
-        idx = np.int32 if self.num_nodes < 2**31 - 1 and hi - lo < 2**31 - 1 else np.int64
-        crow = torch.from_numpy((np.asarray(self.indptr[start:stop + 1], np.int64) - lo).astype(idx))
-        col = torch.from_numpy(np.array(self.indices[lo:hi], dtype=idx))
-        with warnings.catch_warnings():  # "sparse CSR support is in beta": only CSR @ dense is used
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(crow, col, torch.ones(hi - lo), size=(stop - start, self.num_nodes),
-                                           check_invariants=False)
+        those rows of the CSR (a memory-mapped graph stays on disk)."""
+        return to_torch_csr(self._rows(start, stop), torch.float32)
 
     def _rows(self, start: int, stop: int) -> sp.csr_matrix:
         """Rows ``start:stop`` of the 0/1 adjacency, ``(stop - start, N)``."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from .chunks import EdgeChunks
 from .errors import GraphError, InputFileError, OutputError
-from .graph import CleanStats, Graph, sorted_unique
+from .graph import CleanStats, Graph, row_ranges, sorted_unique
 from .io import EdgeList
 from .outputs import write_ids
 
@@ -102,7 +102,7 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
         log(f"read the ids of {reader.path}: {n:,} nodes ({reader.kind} ids) [{time.perf_counter() - t:.1f}s]")
         t = time.perf_counter()
         rows, loops, raw_deg = _pair_keys(reader, node_ids, n, work / "keys.bin")
-        bounds = _row_ranges(raw_deg, chunk)
+        bounds = row_ranges(np.concatenate([[0], np.cumsum(raw_deg)]), chunk)  # buckets of <= chunk entries
         del raw_deg
         _scatter(work / "keys.bin", n, bounds, work, chunk)
         deg = _dedup_buckets(work, n, bounds)
@@ -194,13 +194,6 @@ def _pair_keys(reader: EdgeChunks, node_ids, n: int, path: Path) -> tuple[int, i
             deg += np.bincount(u, minlength=n) + np.bincount(v, minlength=n)
             (np.minimum(u, v) * np.int64(n) + np.maximum(u, v)).tofile(fh)
     return rows, loops, deg
-
-
-def _row_ranges(deg: np.ndarray, chunk: int) -> np.ndarray:
-    """Row boundaries ``0 = b_0 < ... < b_k = N`` with at most ``chunk`` entries (or one row) per range."""
-    cum = np.cumsum(deg)
-    cuts = np.searchsorted(cum, np.arange(chunk, cum[-1] if cum.size else 0, chunk), side="right")
-    return sorted_unique(np.concatenate([[0], cuts, [deg.size]]).astype(np.int64))
 
 
 def _bucket(work: Path, b: int) -> Path:

@@ -14,7 +14,8 @@ import scipy.sparse as sp
 import torch
 
 
-def _to_torch_csr(m: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:
+def to_torch_csr(m: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:
+    """``m`` as a torch CSR tensor with values of ``dtype``."""
     # int32 indices when they fit: same result, less memory traffic (measured ~1.6x faster at d=8).
     idx = torch.int32 if m.nnz < 2**31 - 1 and m.shape[1] < 2**31 - 1 else torch.int64
     with warnings.catch_warnings():  # "sparse CSR support is in beta": we rely only on CSR @ dense
@@ -42,8 +43,8 @@ class SparseOperator:
         self.shape = m.shape
         self.symmetric = symmetric
         self.dtype = dtype
-        self.csr = _to_torch_csr(m, dtype)  # the only copy kept: scipy() is a view of it
-        self.csr_t = self.csr if symmetric else _to_torch_csr(m.T.tocsr(), dtype)
+        self.csr = to_torch_csr(m, dtype)  # the only copy kept: scipy() is a view of it
+        self.csr_t = self.csr if symmetric else to_torch_csr(m.T.tocsr(), dtype)
 
     @property
     def nnz(self) -> int:

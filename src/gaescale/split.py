@@ -5,11 +5,13 @@ sampled uniformly among node pairs that are not edges of the *full* graph, disjo
 other.
 
 - :func:`split_edges` (a graph in memory): exact counts from a random permutation of the edges;
-  O(E log E), membership tests are binary searches in sorted pair keys.
+  O(E log E).
 - :func:`split_hashed` (a prepared, memory-mapped graph): each edge goes to test, validation or training
   by a keyed hash of its endpoints, so the split streams over the CSR in row blocks with O(N + block)
   memory and the training graph is written to disk; the held-out shares are the fractions in
-  expectation (binomial counts). Non-edges are checked against the CSR by binary search.
+  expectation (binomial counts).
+
+Both check sampled non-edges against the graph's CSR by binary search (:meth:`Graph.has_edges`).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import GraphError, ParameterError
-from .graph import Graph, sorted_unique
+from .graph import Graph, row_ranges
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,6 @@ class EdgeSplit:
     @property
     def num_train(self) -> int:
         return self.graph.num_edges if self.graph is not None else int(self.train.shape[1])
-
-
-def _keys(pairs: np.ndarray, n: int) -> np.ndarray:
-    return np.minimum(pairs[0], pairs[1]) * np.int64(n) + np.maximum(pairs[0], pairs[1])
 
 
 def sample_non_edges(count: int, num_nodes: int, num_edges: int, is_edge, rng: np.random.Generator) -> np.ndarray:
@@ -99,14 +97,7 @@ def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float =
     perm = rng.permutation(e)
     pick = lambda idx: edges[:, np.sort(idx)]  # noqa: E731 - sorted keeps the CSR build cheap
     train, val_pos, test_pos = pick(perm[:n_train]), pick(perm[n_train:n_train + n_val]), pick(perm[n_train + n_val:])
-    all_keys = _keys(edges, graph.num_nodes)  # sorted, since edges come from sorted CSR rows
-
-    def is_edge(u, v):
-        k = u * np.int64(graph.num_nodes) + v
-        pos = np.minimum(np.searchsorted(all_keys, k), all_keys.size - 1)
-        return all_keys[pos] == k
-
-    neg = sample_non_edges(n_val + n_test, graph.num_nodes, e, is_edge, rng)
+    neg = sample_non_edges(n_val + n_test, graph.num_nodes, e, graph.has_edges, rng)
     return EdgeSplit(train, val_pos, neg[:, :n_val], test_pos, neg[:, n_val:], graph.num_nodes)
 
 
@@ -135,8 +126,7 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
                              round(val_fraction + test_fraction, 6))
     graph.require_edges()
     n, indptr = graph.num_nodes, graph.indptr
-    cuts = sorted_unique(np.concatenate([np.searchsorted(indptr, np.arange(0, int(indptr[-1]), block), side="right") - 1,
-                                         [n]]).clip(0, n))
+    cuts = row_ranges(indptr, block)
     deg = np.zeros(n, np.int64)
     held: dict[str, list[np.ndarray]] = {"val": [], "test": []}
     kept = []
