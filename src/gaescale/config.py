@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import ParameterError
 from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
+from .sparse import PRECISIONS
 
 
 def _opt(default, help: str, rule: str, *, group: str = "training", **extra):
@@ -75,7 +76,7 @@ class TrainConfig:
                                         "bool", group="scaling")
     precision: str = _opt("fp32", "fp32, or mixed precision: the forward pass under autocast in bf16, or fp16 with "
                                   "a gradient scaler; losses and sparse products accumulate in fp32", "choice",
-                          group="scaling", choices=("fp32", "bf16", "fp16"))
+                          group="scaling", choices=tuple(PRECISIONS))
     neg_ratio: float = _opt(1.0, "sampled node pairs per training edge (dense=sampled)", "float>0")
     epochs: int = _opt(200, "maximum training epochs", "int>=1")
     lr: float = _opt(0.01, "Adam learning rate", "float>0")

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from .errors import ParameterError
-from .sparse import PairIndex
+from .sparse import HALF, PairIndex
 
 Tensor = torch.Tensor
 
@@ -195,7 +195,7 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
 
 def full_precision(t: Tensor) -> Tensor:
     """``t`` in float32 when it is bfloat16/float16 (mixed precision), else unchanged."""
-    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+    return t.float() if t.dtype in HALF else t
 
 
 def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,

@@ -65,6 +65,8 @@ class SparseOperator:
         return spmm(self, x)
 
 
+# --precision: the dtype of the forward pass under autocast; the half types are cast up for sparse products
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 HALF = (torch.bfloat16, torch.float16)
 
 

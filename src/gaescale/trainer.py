@@ -17,10 +17,7 @@ from .errors import NonFiniteLossError, ParameterError
 from .graph import Graph
 from .evaluate import link_scores
 from .strategies import FullBatch
-from .sparse import PairIndex
-
-
-AMP_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+from .sparse import PRECISIONS, PairIndex
 
 
 @dataclass
@@ -68,10 +65,10 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     strategy = strategy or FullBatch()
     if isinstance(train_edges, torch.Tensor) and isinstance(strategy, FullBatch):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
-    if precision not in AMP_DTYPES:
-        raise ParameterError("precision", "fit", f"one of {list(AMP_DTYPES)}", precision)
+    if precision not in PRECISIONS:
+        raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
     device = next(model.parameters()).device.type
-    amp = torch.autocast(device, dtype=AMP_DTYPES[precision] or torch.float32, enabled=precision != "fp32")
+    amp = torch.autocast(device, dtype=PRECISIONS[precision], enabled=precision != "fp32")
     scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
     gen = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
