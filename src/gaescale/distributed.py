@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from .errors import DistributedError, ParameterError
 from .graph import Graph
-from .losses import minibatch_loss
+from .losses import default_num_samples, minibatch_loss
 from .sparse import PairIndex
 
 
@@ -137,7 +137,7 @@ class ShardedFullBatch:
                            int((every[0] == every[1]).sum()))
         _, mine, count, loops = self._shard
         num_edge_pairs = 2 * count - loops
-        m = max(1, round(float(loss_kwargs.get("neg_ratio", 1.0)) * num_edge_pairs / 2))
+        m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
         m = -(-m // w) * w
         z = model(x, graph)
         sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs

@@ -193,6 +193,12 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
                                     edges, block_size, memory_budget, generator)
 
 
+def default_num_samples(num_edge_pairs: int, neg_ratio: float) -> int:
+    """Pairs the sampled dense term draws by default: ``neg_ratio`` per undirected edge (``num_edge_pairs``
+    ordered edge pairs, a self loop counted once), at least one."""
+    return max(1, int(round(neg_ratio * num_edge_pairs / 2)))
+
+
 def full_precision(t: Tensor) -> Tensor:
     """``t`` in float32 when it is bfloat16/float16 (mixed precision), else unchanged."""
     return t.float() if t.dtype in HALF else t
@@ -211,7 +217,7 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
                       "non-edges dominate the loss and the model learns little beyond predicting 'no edge'; "
                       "use weighting='balanced' or kind='weighted-bce'.", stacklevel=2)
     if num_samples is None:
-        num_samples = max(1, int(round(neg_ratio * num_pairs / 2)))
+        num_samples = default_num_samples(num_pairs, neg_ratio)
     s = pairs.logits(z)
     per_pair = w1 * loss.l1(s) - w0 * loss.l0(s)
     edge = per_pair.sum() * (2 if edges == "undirected" else 1)

@@ -112,16 +112,12 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     model.encoder.checkpoint_activations = config.checkpoint_activations
     strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log,
                                      prepared=inputs.prepared is not None)
-    strategy = _strategy(config, strategy_name, train_graph, log)
+    strategy = _strategy(config, strategy_name, train_graph, log, group)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
     # strategy builds that operator for training anyway.
     block = LAYERWISE_BLOCK if inputs.prepared is not None and strategy_name in ("cluster", "neighbor") else None
-    if group is not None:
-        strategy = ShardedFullBatch(group)
-        log(f"data parallel: {group.world_size} processes ({group.backend}), the graph replicated, the loss "
-            f"sharded")
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log)
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
@@ -251,9 +247,9 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
     return chosen.strategy
 
 
-def _strategy(config: TrainConfig, name: str, graph: Graph, log):
+def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
     """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
-    here for Cluster-GCN)."""
+    here for Cluster-GCN); full batch sharded over the ranks of ``group`` when there is one."""
     opts = config.strategy_options(graph.num_nodes)
     if name == "cluster":
         parts, per_batch = opts["cluster_parts"], opts["clusters_per_batch"]
@@ -270,6 +266,10 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log):
         fanouts, batch = opts["fanouts"], opts["batch_size"]
         log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
         return NeighborLinks(fanouts, batch, self_loops=config.self_loops)
+    if group is not None:
+        log(f"data parallel: {group.world_size} processes ({group.backend}), the graph replicated, the loss "
+            f"sharded")
+        return ShardedFullBatch(group)
     return FullBatch()
 
 

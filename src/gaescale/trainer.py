@@ -114,9 +114,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         s["seconds"].append(time.perf_counter() - t0)
         rec: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s["seconds"][-1],
                                "steps": len(losses)}
-        time_up = bool(time_limit and sum(s["seconds"]) >= time_limit)
-        if group is not None:
-            time_up = distributed.from_main(time_up)
+        time_up = bool(time_limit and sum(s["seconds"]) >= time_limit)  # rank 0's decides, through "stopped"
         if val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up):
             model.eval()
             with torch.no_grad():
