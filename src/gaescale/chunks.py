@@ -19,7 +19,7 @@ from typing import Iterator
 import numpy as np
 
 from .errors import InputFileError
-from .io import _INT, _as_ids, _data_lines, _diagnose_text, _read_npz, _suffix, check_file, sniff_text
+from .io import _as_ids, _data_lines, _diagnose_text, _read_npz, _suffix, check_file, integer_ids, mostly_integers, sniff_text
 
 Columns = tuple[np.ndarray, np.ndarray]
 
@@ -137,21 +137,15 @@ class EdgeChunks:
             if numeric:
                 self.kind = "int"
             else:
-                sample = np.concatenate([c[:100_000] for c in cols])
-                share = np.mean([bool(_INT.match(str(v))) for v in sample])
-                self.kind = "int" if share > 0.5 else "str"
+                sample = np.concatenate([c[:100_000] for c in cols])  # the first rows of both columns
+                self.kind = "int" if mostly_integers(sample, head=sample.size) else "str"
         if self.kind == "str":
             return tuple(np.asarray(c.astype(str), dtype=object) if c.dtype.kind != "O" else c for c in cols)
         out = []
         for c, name in zip(cols, names):
             if c.dtype.kind == "O":
-                ok = np.fromiter((bool(_INT.match(str(v))) for v in c), bool, len(c))
-                if not ok.all():
-                    i = int(np.argmin(ok))
-                    hint = "" if self.ids == "int" else " (the first rows hold integer ids; pass --ids str to read all as strings)"
-                    raise InputFileError(self.path, f"expected an integer node id. Got {c[i]!r}{hint}.",
-                                         line=line_of(i), field=name)
-                c = c.astype(np.int64)
+                hint = "" if self.ids == "int" else " (the first rows hold integer ids; pass --ids str to read all as strings)"
+                c = integer_ids(self.path, c, name, line_of, hint)
             out.append(_as_ids(self.path, c, "int", name, line_of))
         return out[0], out[1]
 

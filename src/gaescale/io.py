@@ -173,16 +173,26 @@ def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.n
     s = np.asarray(col, dtype=object)  # parsed text: str objects already
     if ids == "str":
         return s
-    is_int = np.array([bool(_INT.match(str(v))) for v in s[: min(len(s), 100_000)]]) if len(s) else np.array([])
-    if ids == "int" or (is_int.size and is_int.mean() > 0.5):
-        full = np.fromiter((bool(_INT.match(str(v))) for v in s), bool, len(s))
-        if not full.all():
-            i = int(np.argmin(full))
-            hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
-            raise InputFileError(p, f"expected an integer node id. Got {s[i]!r}{hint}.",
-                                 line=line_of(i) if line_of else None, field=name)
-        return s.astype(np.int64)
+    if ids == "int" or mostly_integers(s):
+        hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
+        return integer_ids(p, s, name, line_of, hint)
     return s
+
+
+def mostly_integers(values: np.ndarray, head: int = 100_000) -> bool:
+    """Whether most of the first ``head`` ``values`` (text) are integers: how ``ids='auto'`` decides."""
+    first = values[:head]
+    return bool(len(first)) and float(np.mean([bool(_INT.match(str(v))) for v in first])) > 0.5
+
+
+def integer_ids(p: Path, s: np.ndarray, name: str, line_of=None, hint: str = "") -> np.ndarray:
+    """Text ids ``s`` that must all be integers, as int64; else an error naming the first that is not."""
+    full = np.fromiter((bool(_INT.match(str(v))) for v in s), bool, len(s))
+    if not full.all():
+        i = int(np.argmin(full))
+        raise InputFileError(p, f"expected an integer node id. Got {s[i]!r}{hint}.",
+                             line=line_of(i) if line_of else None, field=name)
+    return s.astype(np.int64)
 
 
 def _read_parquet(p: Path, ids: str) -> EdgeList:
