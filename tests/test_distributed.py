@@ -123,3 +123,82 @@ def test_a_killed_host_makes_the_other_host_exit_with_a_clear_error(edges, tmp_p
     assert time.time() - t < 90 and all(p.returncode != 0 for p in launchers)
     # the worker on the other host did not hang on the dead peer: it said so in one line and stopped
     assert "gaescale: error (rank 0): a peer process failed or stopped answering" in errs[0], errs[0][-2000:]
+
+
+def _reference(edges, name, opts, epochs, world=2):
+    """One process computing what ``world`` ranks do: each rank's batches from its own generator, one
+    optimizer step on the mean of their losses (DDP's mean of their gradients)."""
+    from gaescale.config import TrainConfig
+    from gaescale.distributed import rank_seed
+    from gaescale.graph import Graph
+    from gaescale.io import read_edges
+    from gaescale.pipeline import build_model
+    from gaescale.samplers import metis_parts
+    from gaescale.split import split_edges
+    from gaescale.strategies import ClusterGCN, FastGAE, NeighborLinks
+
+    config = TrainConfig(hidden="16", dim=8, strategy=name, val_fraction=0.0, **opts)
+    data = read_edges(edges)
+    graph = split_edges(Graph.from_edge_index(data.edge_index, data.num_nodes), 0.0, 0.1, seed=0).train_graph()
+    torch.manual_seed(0)
+    model = build_model(config, data.x.shape[1], data.num_nodes)
+    x = torch.from_numpy(data.x.astype(np.float32))
+    if name == "cluster":
+        parts = metis_parts(graph, config.cluster_parts, seed=0)
+        strategies = [ClusterGCN(parts, config.clusters_per_batch, rank=r, world_size=world,
+                                 num_parts=config.cluster_parts) for r in range(world)]
+    elif name == "neighbor":
+        strategies = [NeighborLinks(list(config.fanouts), config.batch_size, world_size=world)] * world
+    else:
+        strategies = [FastGAE(config.fastgae_nodes, 1.0)] * world
+    gens = [torch.Generator().manual_seed(rank_seed(0, r)) for r in range(world)]
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    kw = dict(kind="bce", dense="sampled", weighting=None, neg_ratio=1.0)
+    losses = []
+    for _ in range(epochs):
+        steps = [s.steps(model, x, graph, None, g, kw) for s, g in zip(strategies, gens)]
+        per_step = []
+        for ranks in zip(*steps):
+            loss = sum(ranks) / world
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            per_step.append(float(loss.detach()))
+        losses.append(np.mean(per_step))
+    return losses, model.state_dict()
+
+
+@pytest.mark.parametrize("name,flags", [
+    ("cluster", {"cluster_parts": 8, "clusters_per_batch": 2}),
+    ("neighbor", {"batch_size": 1024, "fanouts": "5,5"}),
+    ("fastgae", {"fastgae_nodes": 500}),
+])
+def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_batches(edges, tmp_path, name, flags):
+    cli = [a for k, v in flags.items() for a in ("--" + k.replace("_", "-"), str(v))]
+    run = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+                 extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    losses, state = _reference(edges, name, flags, 3)
+    assert metrics["history"][0]["steps"] == {"cluster": 2, "neighbor": 5, "fastgae": 1}[name]  # 9,000 edges / (2 x 1,024)
+    np.testing.assert_allclose([h["loss"] for h in metrics["history"]], losses, rtol=1e-5)
+    saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
+    for k in state:
+        torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
+
+
+def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_where_it_stopped(edges, tmp_path):
+    args = ["--strategy", "neighbor", "--batch-size", "2048", "--fanouts", "5,5", "--checkpoint-every", "1"]
+    launch = lambda: [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port())]  # noqa: E731
+    whole = _train(edges, tmp_path / "whole", *launch(), extra=args)
+    part = _train(edges, tmp_path / "part", *launch(), extra=[*args, "--epochs", "3"])
+    rest = _train(edges, tmp_path / "part", *launch(), extra=[*args, "--resume"])
+    for r in (whole, part, rest):
+        assert r.returncode == 0, r.stderr
+    a, b = (json.loads((tmp_path / d / "metrics.json").read_text())["history"] for d in ("whole", "part"))
+    assert [h["loss"] for h in b] == [h["loss"] for h in a]  # bit for bit, rank 1's draws included
+    one = _train(edges, tmp_path / "part", sys.executable, extra=[*args, "--resume", "--epochs", "8"])
+    assert one.returncode == 0, one.stderr  # one process may take over from rank 0
+    three = _train(edges, tmp_path / "part", *TORCHRUN, "--nproc-per-node", "3", "--master-port", str(_port()),
+                   extra=[*args, "--resume", "--epochs", "10"])
+    assert three.returncode != 0 and "resume with as many processes as wrote it" in three.stderr

@@ -37,6 +37,41 @@ def test_metis_parts_and_cluster_batches_cover_every_node_once():
     assert np.array_equal(np.sort(seen), np.arange(3000))  # every node exactly once per epoch
 
 
+def test_cluster_ranks_train_on_disjoint_partitions_each_reading_only_its_own_nodes():
+    from gaescale.strategies import ClusterGCN
+    d = community_graph(3000, 15000, seed=0)
+    g = Graph.from_edge_index(d.edge_index, d.num_nodes)
+    parts = metis_parts(g, 8, seed=0)
+    x = torch.arange(3000, dtype=torch.float32)[:, None]
+    seen = []
+    for rank in range(2):
+        s = ClusterGCN(parts, 3, rank=rank, world_size=2, num_parts=8)
+        part, local = s.partition(g)
+        own = np.flatnonzero(parts // 4 == rank)  # parts 0-3 on rank 0, 4-7 on rank 1
+        assert part.node_ids.tolist() == own.tolist() and (local == parts[own] - 4 * rank).all()
+        assert (part.adjacency().toarray() == g.adjacency()[own][:, own].toarray()).all()  # the induced subgraph
+        steps = []
+
+        class Recorder:  # what the strategy hands the model: the batch's graph and its features
+            def __call__(self, x_batch, sub):
+                assert (x_batch[:, 0].numpy() == sub.node_ids).all()  # features of the right nodes
+                dense = g.adjacency()[sub.node_ids][:, sub.node_ids].toarray()
+                assert (sub.adjacency().toarray() == dense).all()  # in the graph's own indices
+                steps.append(sub.node_ids)
+                return torch.zeros((sub.num_nodes, 2), requires_grad=True)
+
+            def loss(self, z, pairs, **kw):
+                return z.sum()
+
+        list(s.steps(Recorder(), x, g, None, torch.Generator().manual_seed(rank), {}))
+        assert len(steps) == 2  # ceil(4 parts / 3 per batch), as on the other rank
+        assert np.array_equal(np.sort(np.concatenate(steps)), own)
+        seen.append(own)
+    assert np.array_equal(np.sort(np.concatenate(seen)), np.arange(3000))
+    with pytest.raises(gaescale.ParameterError, match="multiple of world_size=3"):
+        ClusterGCN(parts, 3, rank=0, world_size=3)
+
+
 def test_degree_sampled_nodes_follow_degree_power():
     degree = np.array([0, 1, 1, 2, 4, 8, 8, 16])
     gen = torch.Generator().manual_seed(0)

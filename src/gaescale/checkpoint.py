@@ -21,9 +21,10 @@ import torch
 from .errors import CheckpointError
 from .outputs import write_torch
 
-# Fields that change neither the data nor the trajectory of training: a run may resume with other values.
+# Fields that change neither the data nor the trajectory of training (the device: float rounding only): a run
+# may resume with other values.
 # The input paths are left out too: the graph's fingerprint checks their content, wherever they moved.
-RESUMABLE_CHANGES = frozenset({"out", "quiet", "threads", "resume", "checkpoint_every", "epochs", "report",
+RESUMABLE_CHANGES = frozenset({"out", "quiet", "threads", "device", "resume", "checkpoint_every", "epochs", "report",
                                "time_limit", "edges", "features"})
 _NAME = re.compile(r"^epoch-(\d+)\.pt$")
 
@@ -57,7 +58,8 @@ def rng_state(generator: torch.Generator) -> dict[str, Any]:
     return {"python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
                       "cached": float(cached)},
-            "torch": torch.get_rng_state(), "generator": generator.get_state()}
+            "torch": torch.get_rng_state(), "generator": generator.get_state(),
+            **({"cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_initialized() else {})}
 
 
 def set_rng_state(state: dict[str, Any], generator: torch.Generator) -> None:
@@ -67,6 +69,8 @@ def set_rng_state(state: dict[str, Any], generator: torch.Generator) -> None:
     np.random.set_state(("MT19937", nps["keys"].numpy().astype(np.uint32), nps["pos"], nps["has_gauss"], nps["cached"]))
     torch.set_rng_state(state["torch"])
     generator.set_state(state["generator"])
+    if state.get("cuda") and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])  # VGAE noise and dropout on the GPU
 
 
 def list_checkpoints(directory) -> list[tuple[int, Path]]:

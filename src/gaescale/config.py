@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .devices import DEVICES
 from .errors import ParameterError
 from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
 from .sparse import PRECISIONS
@@ -95,6 +96,9 @@ class TrainConfig:
                         group="output", flag="--no-report")
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
                                           "past this many seconds (evaluation excluded)", "float>0", group="runtime", optional=True)
+    device: str = _opt("auto", "where training runs: cpu, cuda (one GPU per process; under torchrun, the local "
+                               "rank's), or auto (cuda when torch sees a GPU)", "choice", group="runtime",
+                       choices=DEVICES)
     threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime")
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime")
 

@@ -1,6 +1,10 @@
 """Data-parallel training on torch.distributed: ``DistributedDataParallel`` over processes that
 ``torchrun`` starts, on one host or several (``--nnodes``, rendezvous over TCP).
 
+Mini-batch strategies (:mod:`gaescale.strategies`): each rank draws its own batches from its own
+generator (:func:`rank_seed`); Cluster-GCN ranks train on their own METIS parts (rank 0 runs METIS and
+broadcasts the parts). A step's gradient is DDP's mean over the ranks' batches.
+
 What is replicated and what is sharded (full batch, the graph replicated): every rank reads the whole
 graph, splits it with the shared seed (so every rank holds the same split) and runs the whole forward
 pass, so every rank computes the same ``z``; the loss is sharded: rank ``r`` of ``W`` scores the training
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Iterator, Mapping
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -45,18 +50,21 @@ class Dist:
 def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 120.0) -> Dist | None:
     """Join the process group described by torchrun's variables (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
     ``MASTER_PORT``) in ``environ`` (default ``os.environ``); None for a process not started by torchrun
-    (or a group of one). gloo: training runs on the CPU (NCCL comes with CUDA training). A collective
-    that waits longer than ``timeout`` seconds on a peer raises instead of hanging."""
+    (or a group of one). The backend follows the tensors: gloo for CPU tensors (the CPU model's gradients,
+    and the small control messages on any device), NCCL for CUDA tensors where torch sees a GPU (a CUDA
+    model's gradients). A collective that waits longer than ``timeout`` seconds on a peer raises instead
+    of hanging."""
     environ = os.environ if environ is None else environ
     world = int(environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return None
+    backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
     try:
-        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout))
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
     except Exception as exc:  # torch raises RuntimeError/ValueError/DistStoreError variously
         raise DistributedError(f"could not join the process group at {environ.get('MASTER_ADDR')}:"
                                f"{environ.get('MASTER_PORT')} ({type(exc).__name__}: {exc}).") from None
-    return Dist(dist.get_rank(), dist.get_world_size(), "gloo")
+    return Dist(dist.get_rank(), dist.get_world_size(), backend)
 
 
 def shutdown() -> None:
@@ -76,6 +84,37 @@ def from_main(flag: bool) -> bool:
     t = torch.tensor([1 if flag else 0], dtype=torch.int64)
     _collective(dist.broadcast, t, 0)
     return bool(t.item())
+
+
+def barrier() -> None:
+    """Wait until every rank gets here: no collective is still in flight when a rank leaves the group (a
+    rank that left while a peer was still receiving its last message was seen to abort in gloo)."""
+    _collective(dist.barrier)
+
+
+def broadcast_array(array: np.ndarray | None) -> np.ndarray:
+    """Rank 0's 1-D integer ``array`` (the other ranks pass None), as int64 on every rank."""
+    size = torch.tensor([0 if array is None else array.size], dtype=torch.int64)
+    _collective(dist.broadcast, size, 0)
+    t = (torch.from_numpy(np.ascontiguousarray(array, np.int64)) if dist.get_rank() == 0
+         else torch.empty(int(size.item()), dtype=torch.int64))
+    _collective(dist.broadcast, t, 0)
+    return t.numpy()
+
+
+def gather(obj) -> list:
+    """``obj`` of every rank, in rank order, on every rank (small picklable objects: random states)."""
+    out = [None] * dist.get_world_size()
+    _collective(dist.all_gather_object, out, obj)
+    return out
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of the generator from which rank ``rank`` draws its own batches: ``seed + 1`` on rank 0 (what
+    a single process uses), a seed derived from ``(seed, rank)`` by NumPy's ``SeedSequence`` on the others."""
+    if rank == 0:
+        return seed + 1
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def _collective(op, *args) -> None:
@@ -105,7 +144,8 @@ class Replicated:
     all-reduces the gradients in backward); ``loss``, ``kl`` and the rest come from the model itself."""
 
     def __init__(self, model: torch.nn.Module):
-        self.ddp = torch.nn.parallel.DistributedDataParallel(model)
+        device = next(model.parameters()).device
+        self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
         self.model = model
 
     def __call__(self, *args, **kwargs):
@@ -121,6 +161,7 @@ class ShardedFullBatch:
     dense term must be ``sampled``; its ``m`` pairs are rounded up to a multiple of ``W``."""
 
     name = "full"
+    shared_draws = True  # every rank draws the same pairs and keeps its share
 
     def __init__(self, group: Dist):
         self.group = group

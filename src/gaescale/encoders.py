@@ -79,6 +79,14 @@ class _Stacked(nn.Module):
         for b in self.biases:
             nn.init.zeros_(b)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters are, and so where the graph's operators (built on the CPU) are used."""
+        return self.biases[0].device
+
+    def _on_device(self, op: SparseOperator) -> SparseOperator:
+        return op.on(self.device)
+
     @staticmethod
     def _propagate(op: SparseOperator, lin: nn.Linear, h: torch.Tensor) -> torch.Tensor:
         """``A h W^T``, multiplying by ``W`` first when that narrows the sparse product."""
@@ -87,7 +95,9 @@ class _Stacked(nn.Module):
     @staticmethod
     def _table(lin: nn.Linear, graph: Graph) -> torch.Tensor:
         """A featureless first layer's ``I W^T``: the ``(N, h1)`` table, or its rows for a subgraph."""
-        return lin.weight.T if graph.node_ids is None else lin.weight.T[torch.from_numpy(graph.node_ids)]
+        if graph.node_ids is None:
+            return lin.weight.T
+        return lin.weight.T[torch.from_numpy(graph.node_ids).to(lin.weight.device)]
 
     def _first(self, op: SparseOperator, lin: nn.Linear, x: torch.Tensor | None, graph: Graph) -> torch.Tensor | None:
         """``A X W^T`` for the first layer: a table product when featureless, cached ``A X`` for constant x."""
@@ -117,13 +127,14 @@ class _Stacked(nn.Module):
         memory-mapped graph stays on disk and no operator over the whole graph is built. Memory: the
         layer's input and output for all nodes, its input times ``W`` when that is narrower, one block.
         Equals ``forward`` in eval mode up to float rounding."""
-        h = x
+        h, device = x, self.device
         for i in range(len(self.layers)):
             source = self._layer_source(i, h, graph)  # once per layer: whatever every block multiplies
             out = None
             for start in range(0, graph.num_nodes, block):
                 stop = min(graph.num_nodes, start + block)
-                rows = self._layer_block(i, h, source, graph.adjacency_block(start, stop), start, stop)
+                adjacency = graph.adjacency_block(start, stop).to(device)
+                rows = self._layer_block(i, h, source, adjacency, start, stop)
                 if out is None:
                     out = rows.new_empty((graph.num_nodes, rows.shape[1]))
                 out[start:stop] = rows
@@ -168,13 +179,13 @@ class GCN(_Stacked):
         super().__init__("GCN", in_dim, dims, num_nodes, dropout, weights_per_layer=1)
 
     def _layer(self, i: int, h: torch.Tensor | None, graph: Graph) -> torch.Tensor:
-        op, lin = graph.gcn_operator, self.layers[i][0]
+        op, lin = self._on_device(graph.gcn_operator), self.layers[i][0]
         out = self._first(op, lin, h, graph) if i == 0 else None
         return self._finish(out if out is not None else self._propagate(op, lin, h), i)
 
     def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
         src, post = self._source(i, self.layers[i][0], h, graph)
-        scale = graph.gcn_scale
+        scale = graph.gcn_scale.to(self.device)
         return scale, scale * src, post  # D^-1/2 (A + I) D^-1/2 src = s * (A (s * src) + s * src)
 
     def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -200,7 +211,7 @@ class SAGE(_Stacked):
         super().__init__("SAGE", in_dim, dims, num_nodes, dropout, weights_per_layer=2)
 
     def _layer(self, i: int, h: torch.Tensor | None, graph: Graph) -> torch.Tensor:
-        op, (lin_self, lin_neigh) = graph.mean_operator, self.layers[i]
+        op, (lin_self, lin_neigh) = self._on_device(graph.mean_operator), self.layers[i]
         neigh = self._first(op, lin_neigh, h, graph) if i == 0 else None
         if neigh is None:
             neigh = self._propagate(op, lin_neigh, h)
@@ -210,7 +221,7 @@ class SAGE(_Stacked):
     def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
         src, post = self._source(i, self.layers[i][1], h, graph)
         own = self._table(self.layers[i][0], graph) if (i == 0 and self.featureless) else None
-        return src, post, own, graph.mean_scale
+        return src, post, own, graph.mean_scale.to(self.device)
 
     def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         src, post, table, inv_degree = source

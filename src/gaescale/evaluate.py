@@ -13,7 +13,8 @@ def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20) -> 
     out = np.empty(pairs.shape[1], np.float64)
     with torch.no_grad():
         for s in range(0, pairs.shape[1], chunk):
-            out[s:s + chunk] = decode(z, torch.from_numpy(np.ascontiguousarray(pairs[:, s:s + chunk]))).double().numpy()
+            part = torch.from_numpy(np.ascontiguousarray(pairs[:, s:s + chunk])).to(z.device)
+            out[s:s + chunk] = decode(z, part).double().cpu().numpy()
     return out
 
 

@@ -207,7 +207,7 @@ def full_precision(t: Tensor) -> Tensor:
 def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,
                          memory_budget, generator) -> Tensor:
     loss, weighting = resolve_kind(kind, weighting)
-    pairs = as_pair_index(edge_index, n)
+    pairs = as_pair_index(edge_index, n).to(z.device)
     # An undirected edge stands for two ordered pairs, a self loop for one.
     loops = pairs.num_self_pairs() if edges == "undirected" else 0
     num_pairs = pairs.num_pairs * (2 if edges == "undirected" else 1) - loops

@@ -16,7 +16,8 @@ import torch
 from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
-from .distributed import ShardedFullBatch, peer_failures
+from .devices import resolve_device
+from .distributed import ShardedFullBatch, barrier, peer_failures
 from .encoders import ENCODERS
 from .errors import InputFileError, ParameterError
 from .features import attach_features
@@ -82,13 +83,13 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     elif options:
         config = TrainConfig.from_dict({**config.to_dict(), **options})
     main = group is None or group.is_main
-    if group is not None and config.strategy != "full":
-        raise ParameterError("strategy", "train", "'full' when training on several processes (the mini-batch "
-                             "strategies are not distributed yet)", config.strategy)
     log = log or ((lambda m: None) if config.quiet or not main else _stderr)
     if config.threads:
         torch.set_num_threads(config.threads)
+    device = resolve_device(config.device)  # before anything is written: a missing GPU is a user error
     out = check_out_dir(config.out) if config.out else None
+    if device.type == "cuda":
+        log(f"device: {device} ({torch.cuda.get_device_name(device)})")
     t_start = time.perf_counter()
 
     inputs = _inputs(config, data, log)
@@ -107,7 +108,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         f" [{time.perf_counter() - t:.1f}s]")
 
     torch.manual_seed(config.seed)
-    model = build_model(config, None if x is None else x.shape[1], num_nodes)
+    model = build_model(config, None if x is None else x.shape[1], num_nodes).to(device)
     has_val = split.val_pos.shape[1] > 0
     model.encoder.checkpoint_activations = config.checkpoint_activations
     strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log,
@@ -122,6 +123,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
     train_start = rss_bytes()  # what training starts from: graph, split, features, model
+    x = None if x is None else x.to(device)  # on the CPU: the same tensor
     with peer_failures() if group is not None else contextlib.nullcontext():
         result = fit(model, x, train_graph, train_pairs,
                      val=(split.val_pos, split.val_neg) if has_val and main else None,
@@ -132,11 +134,13 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                      checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
                      time_limit=config.time_limit, embed=lambda: model.embed(x, train_graph, block=block),
                      precision=config.precision, group=group)
+        if group is not None:
+            barrier()
     train_peak = peak_rss_bytes() if phase_measured else None
     if not main:
         return None
     t = time.perf_counter()
-    z = model.embed(x, train_graph, block=block)
+    z = model.embed(x, train_graph, block=block).cpu()
     if block:
         log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time [{time.perf_counter() - t:.1f}s]")
     metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
@@ -150,7 +154,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                    seconds_per_epoch=result.seconds_per_epoch, total_seconds=time.perf_counter() - t_start,
                    peak_rss_bytes=max(setup_peak, peak_rss_bytes()), setup_peak_rss_bytes=setup_peak,
                    training_start_rss_bytes=train_start, training_peak_rss_bytes=train_peak, strategy=strategy_name,
-                   processes=1 if group is None else group.world_size,
+                   processes=1 if group is None else group.world_size, device=str(device),
                    num_nodes=num_nodes, num_edges=num_edges, train_edges=split.num_train,
                    prepared=None if inputs.prepared is None else str(inputs.prepared), torch_threads=torch.get_num_threads(),
                    history=result.history)
@@ -163,8 +167,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                 atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
         else:
             write_ids(out / "nodes.tsv", node_ids)
-        write_torch(out / "model.pt", {"state_dict": model.state_dict(), "config": config.to_dict(),
-                                       "in_dim": None if x is None else int(x.shape[1]),
+        write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
+                                       "config": config.to_dict(), "in_dim": None if x is None else int(x.shape[1]),
                                        "num_nodes": int(num_nodes), "gaescale_version": __version__})
         write_json(out / "config.json", config.to_dict())
         if inputs.prepared is not None:  # the graph stays where it is; the run names it
@@ -249,15 +253,26 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
 
 def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
     """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
-    here for Cluster-GCN); full batch sharded over the ranks of ``group`` when there is one."""
+    here for Cluster-GCN, on rank 0 of a ``group``); on the ranks of a ``group``, full batch shards the
+    loss and the mini-batch strategies draw their own batches (see :mod:`gaescale.strategies`)."""
     opts = config.strategy_options(graph.num_nodes)
+    rank, world = (0, 1) if group is None else (group.rank, group.world_size)
+    if group is not None:
+        log(f"data parallel: {world} processes ({group.backend}); " + (
+            "the graph replicated, the loss sharded" if name == "full" else
+            "each trains on its own METIS parts" if name == "cluster" else "each draws its own batches"))
     if name == "cluster":
-        parts, per_batch = opts["cluster_parts"], opts["clusters_per_batch"]
+        per_batch = opts["clusters_per_batch"]
+        parts = max(world, min(opts["cluster_parts"], graph.num_nodes) // world * world)  # as many on every rank
         t = time.perf_counter()
-        membership = metis_parts(graph, min(parts, graph.num_nodes), seed=config.seed)
+        membership = metis_parts(graph, parts, seed=config.seed) if rank == 0 else None
+        if group is not None:
+            from .distributed import broadcast_array
+            membership = broadcast_array(membership)
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
-            f"{-(-parts // per_batch):,} steps per epoch")
-        return ClusterGCN(membership, per_batch, self_loops=config.self_loops)
+            f"{-(-parts // (per_batch * world)):,} steps per epoch")
+        return ClusterGCN(membership, per_batch, self_loops=config.self_loops, rank=rank, world_size=world,
+                          num_parts=parts)
     if name == "fastgae":
         size, alpha = opts["fastgae_nodes"], opts["fastgae_alpha"]
         log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
@@ -265,12 +280,8 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
     if name == "neighbor":
         fanouts, batch = opts["fanouts"], opts["batch_size"]
         log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
-        return NeighborLinks(fanouts, batch, self_loops=config.self_loops)
-    if group is not None:
-        log(f"data parallel: {group.world_size} processes ({group.backend}), the graph replicated, the loss "
-            f"sharded")
-        return ShardedFullBatch(group)
-    return FullBatch()
+        return NeighborLinks(fanouts, batch, self_loops=config.self_loops, world_size=world)
+    return FullBatch() if group is None else ShardedFullBatch(group)
 
 
 def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,

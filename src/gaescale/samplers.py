@@ -55,18 +55,18 @@ def metis_parts(graph: Graph, num_parts: int, *, seed: int = 0) -> np.ndarray:
     return np.asarray(parts, np.int64)
 
 
-def cluster_batches(parts: np.ndarray, clusters_per_batch: int, generator: torch.Generator) -> Iterator[np.ndarray]:
-    """One epoch of Cluster-GCN batches: the parts in a random order, ``clusters_per_batch`` at a time;
-    yields the sorted node indices ``(n,)`` of each batch. Every node lands in exactly one batch."""
-    num_parts = int(parts.max()) + 1 if parts.size else 0
+def cluster_batches(parts: np.ndarray, clusters_per_batch: int, generator: torch.Generator,
+                    num_parts: int | None = None) -> Iterator[np.ndarray]:
+    """One epoch of Cluster-GCN batches: the parts ``0..num_parts-1`` (default: up to the largest in
+    ``parts``) in a random order, ``clusters_per_batch`` at a time; yields the sorted node indices ``(n,)``
+    of each batch (empty if all its parts are). Every node lands in exactly one batch."""
+    num_parts = (int(parts.max()) + 1 if parts.size else 0) if num_parts is None else num_parts
     order = np.argsort(parts, kind="stable")
     bounds = np.searchsorted(parts[order], np.arange(num_parts + 1))
     perm = torch.randperm(num_parts, generator=generator).numpy()
     for s in range(0, num_parts, clusters_per_batch):
         chosen = perm[s:s + clusters_per_batch]
-        nodes = np.concatenate([order[bounds[p]:bounds[p + 1]] for p in chosen])
-        if nodes.size:
-            yield np.sort(nodes)
+        yield np.sort(np.concatenate([order[bounds[p]:bounds[p + 1]] for p in chosen]))
 
 
 def degree_sampled_nodes(degree: np.ndarray, size: int, alpha: float, generator: torch.Generator) -> np.ndarray:

@@ -46,6 +46,18 @@ class SparseOperator:
         self.csr = to_torch_csr(m, dtype)  # the only copy kept: scipy() is a view of it
         self.csr_t = self.csr if symmetric else to_torch_csr(m.T.tocsr(), dtype)
 
+    def on(self, device: torch.device) -> "SparseOperator":
+        """The same operator with its tensors on ``device`` (moved once, then kept with this one)."""
+        if self.csr.device == device:
+            return self
+        moved = getattr(self, "_moved", None)
+        if moved is None or moved.csr.device != device:
+            moved = object.__new__(SparseOperator)
+            moved.__dict__.update(shape=self.shape, symmetric=self.symmetric, dtype=self.dtype, csr=self.csr.to(device))
+            moved.csr_t = moved.csr if self.symmetric else self.csr_t.to(device)
+            self._moved = moved
+        return moved
+
     @property
     def nnz(self) -> int:
         return int(self.csr.values().numel())
@@ -141,7 +153,9 @@ class PairIndex:
         return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
 
     def to(self, device) -> "PairIndex":
-        """The same pairs on another device."""
+        """The same pairs on ``device`` (this index itself when they are there already)."""
+        if self.cols.device == torch.device(device):
+            return self
         return PairIndex(self.indptr.to(device), self.cols.to(device), self.num_nodes)
 
     def num_self_pairs(self) -> int:
@@ -171,7 +185,7 @@ class PairIndex:
         """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)``; differentiable in ``z``."""
         if z.shape[0] != self.num_nodes:
             raise ValueError(f"z has {z.shape[0]} rows but the pairs index {self.num_nodes} nodes")
-        return _PairDot.apply(z.contiguous(), self)
+        return _PairDot.apply(z.contiguous(), self.to(z.device))
 
 
 class _PairDot(torch.autograd.Function):

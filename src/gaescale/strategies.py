@@ -3,9 +3,18 @@ neighbour-sampled link batches.
 
 A strategy's :meth:`steps` yields one loss per optimizer step; the trainer backpropagates and steps
 after each. All randomness comes from the trainer's ``generator`` (saved in checkpoints).
+
+Data parallel (``rank`` of ``world_size`` processes, :mod:`gaescale.distributed`): the mini-batch
+strategies draw their own batches on each rank, from the rank's own generator
+(:func:`gaescale.distributed.rank_seed`), and every rank takes the same number of steps per epoch, as
+DDP needs: Cluster-GCN trains each rank on its own share of the METIS parts (its partition: the
+subgraph those parts induce, the only part of the graph it reads), neighbour sampling and FastGAE draw
+independent batches, an epoch of neighbour sampling being ``1 / world_size`` as many steps. A step's
+gradient is the mean of the ranks' batch gradients (DDP's average): a ``world_size`` times larger batch.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator
 
 import numpy as np
@@ -27,6 +36,11 @@ class FullBatch:
         yield model.loss(model(x, graph), pairs, generator=generator, **loss_kwargs)
 
 
+def _index(nodes: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """``nodes`` as an index tensor on the device of the tensor ``like`` it selects rows of."""
+    return torch.from_numpy(nodes).to(like.device)
+
+
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
     """The training pairs of a subgraph (its edges, plus ``(i, i)`` for the A + I target); None if it has none."""
     edges = sub.edge_index()
@@ -39,23 +53,48 @@ def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
 
 
 class ClusterGCN:
-    """Cluster-GCN: ``parts: (N,)`` (METIS), ``clusters_per_batch`` parts per step; the encoder and the loss
+    """Cluster-GCN: ``parts: (N,)`` (METIS; ``num_parts`` parts, by default up to the largest in ``parts``),
+    ``clusters_per_batch`` parts per step; the encoder and the loss
     see only the subgraph induced by a batch (see :mod:`gaescale.samplers`). Batches without an edge are
-    skipped."""
+    skipped (on several ranks they take a step with a zero loss, so that every rank steps alike).
+
+    ``rank`` of ``world_size``: this rank trains on parts ``p`` with ``p * world_size // num_parts == rank``
+    (the number of parts must be a multiple of ``world_size``, so every rank has as many batches); it reads
+    only the CSR rows of its own nodes, once, to build its partition."""
 
     name = "cluster"
 
-    def __init__(self, parts: np.ndarray, clusters_per_batch: int, *, self_loops: bool = False):
+    def __init__(self, parts: np.ndarray, clusters_per_batch: int, *, self_loops: bool = False, rank: int = 0,
+                 world_size: int = 1, num_parts: int | None = None):
+        num_parts = (int(parts.max()) + 1 if parts.size else 0) if num_parts is None else num_parts
+        if num_parts % world_size:
+            raise ParameterError("parts", "ClusterGCN", f"a multiple of world_size={world_size} parts", num_parts)
         self.parts, self.clusters_per_batch, self.self_loops = parts, clusters_per_batch, self_loops
+        self.rank, self.world_size, self.num_parts = rank, world_size, num_parts
+        self._partition = None  # (the graph it was cut from, the partition, its nodes' local parts)
+
+    def partition(self, graph: Graph) -> tuple[Graph, np.ndarray]:
+        """This rank's subgraph (``node_ids``: indices in ``graph``) and the local part of each of its nodes."""
+        if self.world_size == 1:
+            return graph, self.parts
+        if self._partition is None or self._partition[0] is not graph:
+            share = self.num_parts // self.world_size
+            own = np.flatnonzero(self.parts * self.world_size // self.num_parts == self.rank)
+            self._partition = (graph, induced_subgraph(graph, own), self.parts[own] - self.rank * share)
+        return self._partition[1], self._partition[2]
 
     def steps(self, model, x, graph: Graph, pairs: PairIndex, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
-        for nodes in cluster_batches(self.parts, self.clusters_per_batch, generator):
-            sub = induced_subgraph(graph, nodes)
+        part, parts = self.partition(graph)
+        for local in cluster_batches(parts, self.clusters_per_batch, generator, self.num_parts // self.world_size):
+            sub = induced_subgraph(part, local)
+            if part is not graph:  # the partition's own indices -> the graph's
+                sub = dataclasses.replace(sub, node_ids=part.node_ids[local])
+            nodes = sub.node_ids
             sub_pairs = _sub_pairs(sub, self.self_loops)
-            if sub_pairs is None:
+            if sub_pairs is None and self.world_size == 1:
                 continue
-            z = model(None if x is None else x[torch.from_numpy(nodes)], sub)
-            yield model.loss(z, sub_pairs, generator=generator, **loss_kwargs)
+            z = model(None if x is None else x[_index(nodes, x)], sub)
+            yield z.sum() * 0.0 if sub_pairs is None else model.loss(z, sub_pairs, generator=generator, **loss_kwargs)
 
 
 class FastGAE:
@@ -73,7 +112,7 @@ class FastGAE:
             nodes = degree_sampled_nodes(graph.degree, self.size, self.alpha, generator)
             sub_pairs = _sub_pairs(induced_subgraph(graph, nodes), self.self_loops)
             if sub_pairs is not None:
-                yield model.loss(z[torch.from_numpy(nodes)], sub_pairs, generator=generator, **loss_kwargs)
+                yield model.loss(z[_index(nodes, z)], sub_pairs, generator=generator, **loss_kwargs)
                 return
         raise GraphError(f"FastGAE drew 8 subsets of {self.size} nodes without an edge between them; "
                          "raise --fastgae-nodes.")
@@ -89,12 +128,14 @@ class NeighborLinks:
     :func:`gaescale.samplers.neighbor_subgraph`), and the step's loss is the unbiased estimate of the
     full-graph loss from these pairs (:func:`gaescale.losses.minibatch_loss`; the dense term must be
     ``sampled``). A VGAE adds its KL term over the computation graph's nodes, divided by ``N``.
+    On ``world_size`` ranks each draws its own batches, and an epoch is ``1 / world_size`` as many steps.
     """
 
     name = "neighbor"
 
-    def __init__(self, fanouts: list[int], batch_size: int, *, self_loops: bool = False):
+    def __init__(self, fanouts: list[int], batch_size: int, *, self_loops: bool = False, world_size: int = 1):
         self.fanouts, self.batch_size, self.self_loops = list(fanouts), int(batch_size), self_loops
+        self.world_size = world_size
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
         """``pairs`` is not read: the training edges are the edges of ``graph``."""
@@ -106,16 +147,18 @@ class NeighborLinks:
         weights = dict(kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"),
                        num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0))
         neg_ratio = float(loss_kwargs.get("neg_ratio", 1.0))
-        for _ in range(-(-items // self.batch_size)):
+        for _ in range(-(-items // (self.batch_size * self.world_size))):
             pos, loops = sample_edges(graph, self.batch_size, generator, self_loops=self.self_loops)
             b = pos.shape[1]
             neg = torch.randint(0, n, (2, max(1, round(neg_ratio * b))), generator=generator)
             ends = torch.cat([torch.from_numpy(pos), neg], dim=1)
             seeds, where = torch.unique(ends, return_inverse=True)
             sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
-            z = full_precision(model(None if x is None else x[torch.from_numpy(sub.node_ids)], sub))
+            z = full_precision(model(None if x is None else x[_index(sub.node_ids, x)], sub))
+            where = where.to(z.device)
             s = (z[where[0]] * z[where[1]]).sum(-1)
-            loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops), **weights)
+            loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
+                                  **weights)
             if hasattr(model, "kl"):
                 loss = loss + model.kl() / n
             yield loss

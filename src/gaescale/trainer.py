@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .checkpoint import Checkpointer, rng_state, set_rng_state
-from .errors import NonFiniteLossError, ParameterError
+from .errors import CheckpointError, NonFiniteLossError, ParameterError
 from .graph import Graph
 from .evaluate import link_scores
 from .strategies import FullBatch
@@ -55,7 +55,9 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``group`` (a :class:`gaescale.distributed.Dist`): this process is one rank of a data-parallel group;
     the model is wrapped in ``DistributedDataParallel`` for the strategy's steps (which shard the loss),
     the recorded loss is the mean over the ranks, only rank 0 validates, and rank 0's decisions to stop
-    reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only.
+    reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only. A strategy whose ranks draw their
+    own batches (all but ``shared_draws`` ones) gets a generator per rank
+    (:func:`gaescale.distributed.rank_seed`), and checkpoints keep every rank's random state.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
@@ -63,14 +65,22 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     """
     loss_kwargs = dict(loss_kwargs or {})
     strategy = strategy or FullBatch()
+    device = next(model.parameters()).device
     if isinstance(train_edges, torch.Tensor) and isinstance(strategy, FullBatch):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
+    if isinstance(train_edges, PairIndex):
+        train_edges = train_edges.to(device)  # moved once, where the model is
     if precision not in PRECISIONS:
         raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
-    device = next(model.parameters()).device.type
-    amp = torch.autocast(device, dtype=PRECISIONS[precision], enabled=precision != "fp32")
-    scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
+    amp = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    # Ranks that draw their own batches have their own random streams (dropout and VGAE noise included).
+    per_rank = group is not None and not getattr(strategy, "shared_draws", False)
     gen = torch.Generator().manual_seed(seed + 1)
+    if per_rank:
+        from . import distributed
+        gen.manual_seed(distributed.rank_seed(seed, group.rank))
+        torch.manual_seed(distributed.rank_seed(seed, group.rank))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     s = {"history": [], "best_auc": -1.0, "best_epoch": 0, "best_state": None, "waited": 0, "stopped": False,
          "seconds": [], "epoch": 0}
@@ -78,7 +88,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         model.load_state_dict(resume["model"])
         opt.load_state_dict(resume["optimizer"])
         s.update({k: resume[k] for k in s})
-        set_rng_state(resume["rng"], gen)
+        set_rng_state(_rank_rng(resume, group) if per_rank else resume["rng"], gen)
         if resume.get("scaler"):
             scaler.load_state_dict(resume["scaler"])
     forward = model
@@ -129,9 +139,11 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or time_up
         if group is not None:
             s["stopped"] = distributed.from_main(s["stopped"])
+        ranks_rng = distributed.gather(rng_state(gen)) if per_rank else None  # every rank, every epoch
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
             checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                      "rng": rng_state(gen), "scaler": scaler.state_dict()})
+                                      "rng": rng_state(gen), "scaler": scaler.state_dict(),
+                                      **({"rank_rng": ranks_rng} if per_rank else {})})
         if on_epoch:
             on_epoch(rec)
         bar.update(rec, s["best_auc"])
@@ -140,6 +152,16 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         model.load_state_dict(s["best_state"])
     return FitResult(s["history"], s["best_epoch"] or len(s["history"]),
                      s["best_auc"] if s["best_state"] is not None else None, s["stopped"], s["seconds"])
+
+
+def _rank_rng(resume: dict[str, Any], group) -> dict[str, Any]:
+    """This rank's random state in a checkpoint of a data-parallel run whose ranks draw their own batches."""
+    states = resume.get("rank_rng")
+    if not states or len(states) != group.world_size:
+        raise CheckpointError(f"the checkpoint was written by {len(states) if states else 1} process(es) drawing "
+                              f"their own batches and this run has {group.world_size}; resume with as many "
+                              "processes as wrote it.")
+    return states[group.rank]
 
 
 class _progress:
