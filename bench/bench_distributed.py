@@ -1,8 +1,14 @@
-"""Data-parallel full batch: 1 vs 2 vs 4 processes on this machine (torchrun, gloo), same graph and
-epochs; each process gets cores / processes torch threads. Prints s/epoch, the summed peak memory of
-all processes and the test AUC.
+"""Data-parallel training: 1 vs 2 vs 4 processes on this machine (torchrun, gloo), same graph and
+epochs; each process gets cores / processes torch threads. For each strategy it prints s/epoch (an
+epoch covers the training edges once, over all processes together), the peak memory of the largest
+process and of all together, and the test AUC.
 
     .venv/bin/python bench/bench_distributed.py --nodes 770000 --num-edges 4600000 --epochs 10
+    .venv/bin/python bench/bench_distributed.py --strategies cluster neighbor --prepared --epochs 2
+
+Memory is read from /proc/PID/smaps every 0.2 s: resident memory less the pages of the memory-mapped
+graph's files (the prepared directory and the runs' split files: page cache, shared by the processes
+of a host, which the kernel may drop and read again). The torchrun launcher itself is not counted.
 """
 from __future__ import annotations
 
@@ -27,19 +33,24 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def run(cmd: list[str]) -> tuple[float, int]:
-    """Wall time and the peak of the summed RSS of ``cmd`` and all its descendants (sampled every 0.2 s)."""
+def run(cmd: list[str], graph_dirs: list[str]) -> tuple[float, int, int]:
+    """Wall time, the peak of the largest worker's own memory and the peak of the workers' summed own
+    memory (resident less mapped graph files; see the module's docstring), sampled every 0.2 s."""
+    from bench_prepare import _sample
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    peak = [0]
+    peak = {"one": 0, "all": 0}
 
     def poll():
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
             try:
-                peak[0] = max(peak[0], sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]
-                                           if "gaescale" in " ".join(p.cmdline())))
+                workers = [p for p in [root, *root.children(recursive=True)]
+                           if "gaescale" in " ".join(p.cmdline()) and "torch.distributed.run" not in " ".join(p.cmdline())]
+                own = [m["rss"] - m["graph"] for m in (_sample(p.pid, graph_dirs) for p in workers)]
+                if own:
+                    peak["one"], peak["all"] = max(peak["one"], max(own)), max(peak["all"], sum(own))
             except psutil.Error:
                 pass
             time.sleep(0.2)
@@ -50,7 +61,10 @@ def run(cmd: list[str]) -> tuple[float, int]:
     th.join()
     if proc.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return time.perf_counter() - t, peak[0]
+    return time.perf_counter() - t, peak["one"], peak["all"]
+
+
+FLAGS = {"full": [], "cluster": [], "fastgae": [], "neighbor": ["--fanouts", "5,5,5"]}
 
 
 def main() -> None:
@@ -59,6 +73,8 @@ def main() -> None:
     ap.add_argument("--num-edges", type=int, default=4_600_000)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--strategies", nargs="+", default=["full"], choices=sorted(FLAGS))
+    ap.add_argument("--prepared", action="store_true", help="train from a directory of 'gaescale prepare'")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     rows = []
@@ -68,24 +84,36 @@ def main() -> None:
         edges = Path(tmp) / "edges.npz"
         np.savez(edges, edge_index=data.edge_index, x=data.x)
         del data
-        for k in args.processes:
-            out = Path(tmp) / f"run-{k}"
-            launcher = [sys.executable] if k == 1 else [sys.executable, "-m", "torch.distributed.run",
-                                                        "--nproc-per-node", str(k), "--master-port", str(_port())]
-            wall, peak = run([*launcher, "-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16,16",
-                              "--dim", "8", "--epochs", str(args.epochs), "--eval-every", str(args.epochs),
-                              "--no-report", "--checkpoint-every", "0", "--quiet",
-                              "--threads", str(max(1, cores // k))])
-            m = json.loads((out / "metrics.json").read_text())
-            rows.append((k, max(1, cores // k), m["seconds_per_epoch"], peak, m["test_auc"], wall))
-            print(f"{k} processes: {m['seconds_per_epoch']:.3f} s/epoch, {peak / 2**30:.2f} GiB in all, "
-                  f"AUC {m['test_auc']:.4f}", file=sys.stderr, flush=True)
-    print(f"\n{args.nodes:,} nodes, {args.num_edges:,} edges, GCN 8-16-16-8, full batch, {args.epochs} epochs, "
-          f"{cores} cores\n")
-    print("| processes | threads each | s/epoch | speed-up | peak RSS, all processes (GiB) | test AUC | wall (s) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for k, threads, spe, peak, auc, wall in rows:
-        print(f"| {k} | {threads} | {spe:.3f} | {rows[0][2] / spe:.2f}x | {peak / 2**30:.2f} | {auc:.4f} | {wall:.0f} |")
+        if args.prepared:
+            subprocess.run([sys.executable, "-m", "gaescale", "prepare", str(edges), "--out", f"{tmp}/graph"],
+                           check=True, capture_output=True)
+            edges = Path(tmp) / "graph"
+        for strategy in args.strategies:
+            for k in args.processes:
+                out = Path(tmp) / f"run-{strategy}-{k}"
+                launcher = [sys.executable] if k == 1 else [sys.executable, "-m", "torch.distributed.run",
+                                                            "--nproc-per-node", str(k), "--master-port", str(_port())]
+                wall, one, together = run(
+                    [*launcher, "-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16,16",
+                     "--dim", "8", "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--no-report",
+                     "--checkpoint-every", "0", "--quiet", "--threads", str(max(1, cores // k)),
+                     "--strategy", strategy, *FLAGS[strategy]], [tmp])
+                m = json.loads((out / "metrics.json").read_text())
+                rows.append((strategy, k, max(1, cores // k), m["seconds_per_epoch"], one, together, m["test_auc"],
+                             m["history"][0]["steps"], wall))
+                print(f"{strategy}, {k} processes: {m['seconds_per_epoch']:.3f} s/epoch, {one / 2**30:.2f} GiB "
+                      f"largest, {together / 2**30:.2f} GiB in all, AUC {m['test_auc']:.4f}", file=sys.stderr,
+                      flush=True)
+    print(f"\n{args.nodes:,} nodes, {args.num_edges:,} edges, GCN 8-16-16-8, {args.epochs} epochs, {cores} cores, "
+          f"{'from a prepared directory' if args.prepared else 'from an edge list'}\n")
+    print("| strategy | processes | threads each | steps per epoch, each | s/epoch | speed-up | peak own memory, "
+          "largest process (GiB) | all processes (GiB) | test AUC | wall (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    base = {}
+    for strategy, k, threads, spe, one, together, auc, steps, wall in rows:
+        base.setdefault(strategy, spe)
+        print(f"| {strategy} | {k} | {threads} | {steps} | {spe:.3f} | {base[strategy] / spe:.2f}x | {one / 2**30:.2f} | "
+              f"{together / 2**30:.2f} | {auc:.4f} | {wall:.0f} |")
 
 
 if __name__ == "__main__":

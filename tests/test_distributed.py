@@ -39,10 +39,13 @@ def _train(edges, out, *launcher, extra=(), timeout=240):
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
 
 
-def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_path):
-    # 8,500 training edges: the 8,500 sampled pairs split evenly, so both runs score the very same pairs
-    one = _train(edges, tmp_path / "one", sys.executable)
-    two = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()))
+@pytest.mark.parametrize("loss", [[], ["--loss", "weighted-bce", "--dense", "exact"],
+                                  ["--loss", "linear-mse", "--dense", "closed"]], ids=["sampled", "exact", "closed"])
+def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_path, loss):
+    # 8,500 training edges: the 8,500 sampled pairs split evenly, so both runs score the very same pairs;
+    # the exact dense term's tiles split by row block, the closed form's value by 2
+    one = _train(edges, tmp_path / "one", sys.executable, extra=loss)
+    two = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), extra=loss)
     assert one.returncode == 0, one.stderr
     assert two.returncode == 0, two.stderr
     m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "two"))
@@ -202,3 +205,23 @@ def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_wher
     three = _train(edges, tmp_path / "part", *TORCHRUN, "--nproc-per-node", "3", "--master-port", str(_port()),
                    extra=[*args, "--resume", "--epochs", "10"])
     assert three.returncode != 0 and "resume with as many processes as wrote it" in three.stderr
+
+
+def test_ranks_train_from_a_prepared_graph_each_on_its_own_memory_mapped_split(edges, tmp_path):
+    from gaescale.prepare import prepare
+    prepare(edges, tmp_path / "g")
+    runs = {}
+    for k in (1, 2):
+        launcher = [sys.executable] if k == 1 else [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port())]
+        r = subprocess.run([*launcher, "-m", "gaescale", "train", str(tmp_path / "g"), "--out", str(tmp_path / f"r{k}"),
+                            "--strategy", "cluster", "--cluster-parts", "8", "--clusters-per-batch", "2",
+                            "--hidden", "16", "--dim", "8", "--epochs", "4", "--quiet", "--no-report",
+                            "--threads", "1"], capture_output=True, text=True, env=ENV, timeout=240)
+        assert r.returncode == 0, r.stderr
+        runs[k] = json.loads((tmp_path / f"r{k}" / "metrics.json").read_text())
+    assert runs[2]["processes"] == 2 and runs[2]["history"][0]["steps"] == 2  # 4 parts per rank, 2 per step
+    assert runs[1]["history"][0]["steps"] == 4
+    assert abs(runs[2]["test_auc"] - runs[1]["test_auc"]) < 0.05
+    # rank 1 split the graph into its own scratch copy, gone with the run; only rank 0's outputs remain
+    assert sorted(p.name for p in (tmp_path / "r2").iterdir()) == sorted(p.name for p in (tmp_path / "r1").iterdir())
+    assert sorted(p.name for p in (tmp_path / "r2" / "split").iterdir()) == ["train_indices.bin"]

@@ -196,3 +196,18 @@ def test_exact_dense_term_memory_stays_within_budget_at_50k_nodes():
     extra = int(out.stdout.strip().splitlines()[-1])
     # budget for the tiles, plus the (N, d) gradient and autograd's copies of it (~1 MB each here)
     assert extra < budget + 8 * 2**20, extra
+
+
+@pytest.mark.parametrize("kind", ["bce", "mse", "linear-mse"])
+def test_exact_dense_shards_add_up_to_the_whole_term(kind):
+    """Data parallel: K processes each compute one shard (row blocks k, k + K, ...) of the exact term."""
+    from gaescale.losses import dense_term
+    z = (0.3 * torch.randn(230, 5, dtype=torch.float64)).requires_grad_()
+    whole = dense_term(z, KINDS[kind], "exact", block_size=32)
+    g_whole, = torch.autograd.grad(whole, z)
+    for k in (2, 3, 9):  # 8 row blocks: 9 shards leave one empty
+        shares = [dense_term(z, KINDS[kind], "exact", block_size=32, shard=(r, k)) for r in range(k)]
+        grads = [torch.autograd.grad(s, z)[0] for s in shares]
+        assert torch.allclose(sum(shares), whole, rtol=1e-12)
+        assert torch.allclose(sum(grads), g_whole, rtol=1e-10, atol=1e-12)
+        assert (shares[-1].item() == 0.0) == (k == 9)

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .errors import DistributedError, ParameterError
+from .errors import DistributedError
 from .graph import Graph
-from .losses import default_num_samples, minibatch_loss
+from .losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
 from .sparse import PairIndex
 
 
@@ -157,8 +157,10 @@ class Replicated:
 
 class ShardedFullBatch:
     """Full batch over ``W`` ranks with the graph replicated (see the module's docstring): one step per
-    epoch; the loss of rank ``r`` covers its shard of the training pairs and of the sampled pairs. The
-    dense term must be ``sampled``; its ``m`` pairs are rounded up to a multiple of ``W``."""
+    epoch; the loss of rank ``r`` covers its shard of the training pairs and of the dense term: of the
+    sampled pairs (``m`` rounded up to a multiple of ``W``), of the exact term's tiles (row blocks
+    ``r, r + W, ...``: each rank forms about ``1/W`` of the ``N^2 / 2`` pair evaluations), or ``1/W`` of
+    the closed form."""
 
     name = "full"
     shared_draws = True  # every rank draws the same pairs and keeps its share
@@ -168,9 +170,7 @@ class ShardedFullBatch:
         self._shard = None  # (the pairs it was cut from, this rank's PairIndex, their count, self loops)
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
-        if loss_kwargs.get("dense", "sampled") != "sampled":
-            raise ParameterError("dense", "train", "'sampled' when training on several processes (the exact "
-                                                   "dense term is not sharded yet)", loss_kwargs["dense"])
+        dense = loss_kwargs.get("dense", "sampled")
         w, r, n = self.group.world_size, self.group.rank, graph.num_nodes
         if self._shard is None or self._shard[0] is not pairs:  # cut once, reused every epoch
             every = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
@@ -178,13 +178,25 @@ class ShardedFullBatch:
                            int((every[0] == every[1]).sum()))
         _, mine, count, loops = self._shard
         num_edge_pairs = 2 * count - loops
-        m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
-        m = -(-m // w) * w
+        kind, weighting = loss_kwargs.get("kind", "bce"), loss_kwargs.get("weighting")
         z = model(x, graph)
-        sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
-        loss = minibatch_loss(mine.logits(z), PairIndex.from_pairs(sampled, n).logits(z), num_nodes=n,
-                              num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w, pos_loops=mine.self_pair_mask(),
-                              kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"))
+        if dense == "sampled":
+            m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
+            m = -(-m // w) * w
+            sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
+            s_neg = PairIndex.from_pairs(sampled, n).logits(z)
+        else:
+            s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
+        loss = minibatch_loss(mine.logits(z), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
+                              pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting)
+        if dense != "sampled":  # exact: this rank's tiles; closed (O(N d^2)): the whole term, a 1/W share of it
+            pair_loss, weighting = resolve_kind(kind, weighting)
+            w0, _ = pair_weights(weighting, n, num_edge_pairs)
+            with torch.autocast(z.device.type, enabled=False):
+                zf = full_precision(z)
+                share = (dense_term(zf, pair_loss, dense, shard=(r, w)) if dense == "exact"
+                         else dense_term(zf, pair_loss, dense) / w)
+            loss = loss + w * w0 * share  # W times this rank's share, as the edge term above
         if hasattr(model, "kl"):
             loss = loss + model.kl() / n
         yield loss

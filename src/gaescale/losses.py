@@ -99,18 +99,23 @@ class ValueAndGrad(torch.autograd.Function):
         return grad * g, None
 
 
-def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int) -> tuple[Tensor, Tensor | None]:
+def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int,
+                      shard: tuple[int, int] = (0, 1)) -> tuple[Tensor, Tensor | None]:
     """``(D, dD/dz)`` for ``D = sum_{i,j} l0(z_i . z_j)`` over all N^2 ordered pairs, in ``B x B`` tiles.
 
     ``S = Z Z^T`` is symmetric, so only the tiles on and above the diagonal are formed (half the
     work): an off-diagonal tile counts twice. ``dD/dz_a = 2 sum_j l0'(s_aj) z_j``, so each tile
     ``(R, C)`` with ``G = l0'(S_RC)`` adds ``G Z_C`` to rows ``R`` and ``G^T Z_R`` to rows ``C``. Each
     tile is formed once, then dropped. Memory: O(N d + B^2); nothing N x N or B x N is stored.
+
+    ``shard = (k, K)``: only the tiles of row blocks ``k, k + K, k + 2K, ...``, so the K shards' values
+    and gradients add up to ``D``'s (data parallel: each process computes one).
     """
     n = z.shape[0]
     total = torch.zeros((), dtype=torch.float64, device=z.device)
     grad = torch.zeros_like(z) if need_grad else None
-    for r in range(0, n, block):
+    k, num_shards = shard
+    for r in range(k * block, n, num_shards * block):
         zr = z[r:r + block]
         for c in range(r, n, block):
             zc = z[c:c + block]
@@ -132,8 +137,9 @@ def block_size_for(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int
 
 def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                generator: torch.Generator | None = None, block_size: int | None = None,
-               memory_budget: int = 256 * 2**20) -> Tensor:
-    """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate."""
+               memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1)) -> Tensor:
+    """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
+    ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D`` (see :func:`exact_dense_tiles`)."""
     n = z.shape[0]
     if strategy == "sampled":
         if num_samples < 1:
@@ -141,12 +147,12 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
         s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z)
         return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
-        if z.is_cuda:
+        if z.is_cuda and shard[1] == 1:  # the fused kernel computes the whole term
             from . import kernels
             if kernels.available() and loss.name in kernels.KERNEL_IDS:
                 return ValueAndGrad.apply(z, partial(kernels.dense_value_and_grad, kind=loss.name))
         block = int(block_size or block_size_for(n, memory_budget, z.element_size()))
-        return ValueAndGrad.apply(z, partial(exact_dense_tiles, loss=loss, block=block))
+        return ValueAndGrad.apply(z, partial(exact_dense_tiles, loss=loss, block=block, shard=shard))
     if strategy == "closed":
         if not loss.polynomial_l0:
             raise ParameterError("dense", "reconstruction_loss",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,12 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     graph, x, num_nodes = inputs.graph, inputs.x, inputs.graph.num_nodes
     t = time.perf_counter()
     if inputs.prepared is not None:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
+        scratch = None  # another rank's training CSR: its own memory-mapped copy, removed when train returns
+        if out is not None and not main:
+            out.mkdir(parents=True, exist_ok=True)
+            scratch = tempfile.TemporaryDirectory(prefix=f".rank{group.rank}-split-", dir=out)
         split = split_hashed(graph, config.val_fraction, config.test_fraction, seed=config.seed,
-                             out_dir=None if out is None or not main else out / "split")
+                             out_dir=None if out is None else out / "split" if main else scratch.name)
     else:
         split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     num_edges = graph.num_edges
