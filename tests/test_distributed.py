@@ -225,3 +225,47 @@ def test_ranks_train_from_a_prepared_graph_each_on_its_own_memory_mapped_split(e
     # rank 1 split the graph into its own scratch copy, gone with the run; only rank 0's outputs remain
     assert sorted(p.name for p in (tmp_path / "r2").iterdir()) == sorted(p.name for p in (tmp_path / "r1").iterdir())
     assert sorted(p.name for p in (tmp_path / "r2" / "split").iterdir()) == ["train_indices.bin"]
+
+
+def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp_path):
+    out = tmp_path / "run"
+    args = ["-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16", "--dim", "8",
+            "--strategy", "cluster", "--cluster-parts", "8", "--clusters-per-batch", "2", "--epochs", "100000",
+            "--eval-every", "100000", "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"]
+    launcher = subprocess.Popen([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.time() + 120
+        while len(list((out / "checkpoints").glob("epoch-*.pt")) if (out / "checkpoints").is_dir() else []) < 2:
+            assert launcher.poll() is None and time.time() < deadline, "training never started"
+            time.sleep(0.2)
+        workers = [c for c in psutil.Process(launcher.pid).children(recursive=True) if "gaescale" in " ".join(c.cmdline())]
+        launcher.send_signal(signal.SIGINT)  # Ctrl-C in the terminal that started torchrun
+        t = time.time()
+        launcher.communicate(timeout=90)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode != 0 and time.time() - t < 90
+    psutil.wait_procs(workers, timeout=30)
+    assert not any(c.is_running() for c in workers)  # no rank left behind
+    last = max(int(p.stem.split("-")[1]) for p in (out / "checkpoints").glob("epoch-*.pt"))
+    args[args.index("--epochs") + 1] = str(last + 2)
+    resumed = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), *args, "--resume"],
+                             capture_output=True, text=True, env=ENV, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    history = json.loads((out / "metrics.json").read_text())["history"]
+    assert [h["epoch"] for h in history] == list(range(1, last + 3))  # continued after the last checkpoint
+
+
+def test_rank_0_chooses_the_automatic_strategy_for_every_rank_and_a_failure_stops_them_all(edges, tmp_path):
+    ok = _train(edges, tmp_path / "ok", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+                extra=["--strategy", "auto", "--memory-budget", "64", "--epochs", "2"])
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((tmp_path / "ok" / "metrics.json").read_text())["strategy"] == "full"
+    t = time.time()
+    bad = _train(edges, tmp_path / "bad", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+                 extra=["--strategy", "auto", "--memory-budget", "0.0001", "--epochs", "2"])
+    assert bad.returncode != 0 and time.time() - t < 60  # rank 1 did not wait out the collective timeout
+    assert "gaescale: error (rank 0): The 'memory_budget' parameter of train must be at least" in bad.stderr
+    assert "gaescale: error (rank 1): rank 0 found no strategy that fits" in bad.stderr

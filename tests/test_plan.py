@@ -100,3 +100,12 @@ def test_a_prepared_graph_is_planned_without_its_file_backed_arrays(tmp_path, ca
     capsys.readouterr()
     assert main(["plan", str(tmp_path / "g"), "--hidden", "16,16", "--dim", "8"]) == 0
     assert "3,000 nodes, 15,000 edges, 8 features" in capsys.readouterr().out
+
+
+def test_the_budget_is_shared_by_the_processes_of_a_host():
+    from gaescale.config import TrainConfig
+    from gaescale.plan import available_memory, budget_bytes
+    config = TrainConfig(strategy="auto")
+    one, two = budget_bytes(config, environ={}), budget_bytes(config, environ={"LOCAL_WORLD_SIZE": "2"})
+    assert abs(two - one / 2) < 0.05 * available_memory()  # MemAvailable moves a little between the reads
+    assert budget_bytes(TrainConfig(strategy="auto", memory_budget=1.5), environ={"LOCAL_WORLD_SIZE": "4"}) == 1.5 * 2**30

@@ -92,6 +92,15 @@ def barrier() -> None:
     _collective(dist.barrier)
 
 
+def choice_from_main(choice: str | None, choices: tuple[str, ...]) -> str | None:
+    """Rank 0's ``choice`` (one of ``choices``, or None when it failed to make one; the other ranks pass
+    None), on every rank: a decision that must not differ between ranks, such as ``--strategy auto``'s,
+    which reads the memory free now."""
+    t = torch.tensor([choices.index(choice) if dist.get_rank() == 0 and choice is not None else -1], dtype=torch.int64)
+    _collective(dist.broadcast, t, 0)
+    return None if t.item() < 0 else choices[int(t.item())]
+
+
 def broadcast_array(array: np.ndarray | None) -> np.ndarray:
     """Rank 0's 1-D integer ``array`` (the other ranks pass None), as int64 on every rank."""
     size = torch.tensor([0 if array is None else array.size], dtype=torch.int64)

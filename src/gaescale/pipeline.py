@@ -20,7 +20,7 @@ from .config import TrainConfig
 from .devices import resolve_device
 from .distributed import ShardedFullBatch, barrier, peer_failures
 from .encoders import ENCODERS
-from .errors import InputFileError, ParameterError
+from .errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
 from .graph import Graph
 from .io import EdgeList, read_edges
@@ -117,7 +117,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     has_val = split.val_pos.shape[1] > 0
     model.encoder.checkpoint_activations = config.checkpoint_activations
     strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log,
-                                     prepared=inputs.prepared is not None)
+                                     prepared=inputs.prepared is not None, device=device, group=group)
     strategy = _strategy(config, strategy_name, train_graph, log, group)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
@@ -244,16 +244,32 @@ def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
 
 
 def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,
-                     prepared: bool = False) -> str:
-    """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget``."""
+                     prepared: bool = False, device=None, group=None) -> str:
+    """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget`` (see
+    :func:`gaescale.plan.budget_bytes`), made by rank 0 of a ``group`` for every rank."""
     if config.strategy != "auto":
         return config.strategy
-    from .plan import budget_bytes, choose, plan
-    budget = budget_bytes(config)
-    chosen = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared), budget, config)
-    log(f"--strategy auto: {chosen.strategy} (predicted peak {chosen.peak_bytes / 2**30:.2f} GiB of a "
-        f"{budget / 2**30:.2f} GiB budget; 'gaescale plan' shows every strategy)")
-    return chosen.strategy
+    from .plan import AUTO_ORDER, budget_bytes, choose, plan
+    chosen = failed = None
+    if group is None or group.is_main:
+        budget = budget_bytes(config, device)
+        try:
+            best = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared), budget, config)
+        except ParameterError as exc:  # raised below, once the other ranks know not to wait for a choice
+            failed = exc
+        else:
+            chosen = best.strategy
+            log(f"--strategy auto: {chosen} (predicted peak {best.peak_bytes / 2**30:.2f} GiB of a "
+                f"{budget / 2**30:.2f} GiB budget{' per process' if group else ''}; 'gaescale plan' shows every "
+                "strategy)")
+    if group is not None:
+        from .distributed import choice_from_main
+        chosen = choice_from_main(chosen, tuple(AUTO_ORDER))
+    if failed is not None:
+        raise failed
+    if chosen is None:
+        raise DistributedError("rank 0 found no strategy that fits its memory budget (its error says more).")
+    return chosen
 
 
 def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):

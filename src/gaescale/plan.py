@@ -11,7 +11,10 @@ against measured peaks.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+import torch
 
 from .config import TrainConfig
 from .errors import ParameterError
@@ -180,9 +183,17 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     return plans
 
 
-def budget_bytes(config: TrainConfig) -> int:
-    """``config.memory_budget`` in bytes, or the memory available now when it is unset."""
-    return int(config.memory_budget * 2**30) if config.memory_budget else available_memory()
+def budget_bytes(config: TrainConfig, device=None, environ=None) -> int:
+    """``config.memory_budget`` in bytes (per process), or when it is unset the memory available now to this
+    process: the host's, divided among the processes torchrun started on it (``LOCAL_WORLD_SIZE`` in
+    ``environ``), and on a CUDA ``device`` at most the device's free memory (the plan counts one memory)."""
+    if config.memory_budget:
+        return int(config.memory_budget * 2**30)
+    environ = os.environ if environ is None else environ
+    budget = available_memory() // max(1, int(environ.get("LOCAL_WORLD_SIZE", "1")))
+    if device is not None and torch.device(device).type == "cuda":
+        budget = min(budget, torch.cuda.mem_get_info(device)[0])
+    return budget
 
 
 def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = None) -> StrategyPlan:
