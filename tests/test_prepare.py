@@ -47,7 +47,7 @@ def _same_graph_as_read_edges(prepared, path, **kw):
     assert isinstance(prepared.graph.indices, np.memmap)
 
 
-@pytest.mark.parametrize("fmt", ["csv", "tsv-str", "txt-gz", "parquet", "npy", "npz"])
+@pytest.mark.parametrize("fmt", ["csv", "tsv-str", "txt-gz", "parquet", "npy", "npy-float", "npz"])
 def test_prepare_equals_reading_in_memory_with_many_chunks_and_buckets(tmp_path, fmt):
     ei = _messy_edges()
     if fmt == "csv":
@@ -66,6 +66,9 @@ def test_prepare_equals_reading_in_memory_with_many_chunks_and_buckets(tmp_path,
     elif fmt == "npy":
         f = tmp_path / "e.npy"
         np.save(f, ei.T)
+    elif fmt == "npy-float":  # whole numbers stored as floats, as train accepts them
+        f = tmp_path / "e.npy"
+        np.save(f, ei.T.astype(np.float64))
     else:
         f = tmp_path / "e.npz"
         np.savez(f, edge_index=ei, num_nodes=np.array(450))
@@ -101,6 +104,16 @@ def test_prepare_memory_is_bounded_by_the_chunk(tmp_path):
     # conversion holds O(N) degrees and ids plus a few chunk-sized arrays.
     assert peak < 6 * 2**20, peak
     assert open_prepared(tmp_path / "g").graph.num_edges > 0.99 * e
+
+
+def test_prepare_refuses_fractional_float_indices_like_train(tmp_path):
+    a = np.arange(2000, dtype=np.float64).reshape(1000, 2)
+    a[700, 1] = 3.5
+    np.save(tmp_path / "e.npy", a)
+    for read in (lambda: prepare(tmp_path / "e.npy", tmp_path / "g", chunk=100), lambda: read_edges(tmp_path / "e.npy")):
+        with pytest.raises(InputFileError, match=r"e\.npy: node indices must be whole numbers"):
+            read()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npy"]
 
 
 def test_prepare_errors_leave_nothing_behind(tmp_path):

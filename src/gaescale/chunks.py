@@ -19,7 +19,8 @@ from typing import Iterator
 import numpy as np
 
 from .errors import InputFileError
-from .io import _as_ids, _data_lines, _diagnose_text, _read_npz, _suffix, check_file, integer_ids, mostly_integers, sniff_text
+from .io import (_as_ids, _data_lines, _diagnose_text, _read_npz, _suffix, as_indices, check_file, check_index_dtype,
+                 integer_ids, mostly_integers, sniff_text)
 
 Columns = tuple[np.ndarray, np.ndarray]
 
@@ -62,13 +63,12 @@ class EdgeChunks:
             a = np.load(self.path, mmap_mode="r", allow_pickle=False)
         except Exception as exc:
             raise InputFileError(self.path, f"not a readable .npy array ({type(exc).__name__}: {exc}).") from None
-        if not np.issubdtype(a.dtype, np.integer):
-            raise InputFileError(self.path, f"expected an integer array of node indices. Got dtype {a.dtype}.")
+        check_index_dtype(self.path, a)
         if a.ndim != 2 or 2 not in a.shape or a.size == 0:
             raise InputFileError(self.path, f"expected shape (2, E) or (E, 2) with E >= 1. Got {a.shape}.")
         ei = a if a.shape[0] == 2 else a.T
         for start in range(0, ei.shape[1], self.rows):
-            yield self._checked_indices(np.asarray(ei[:, start:start + self.rows], np.int64), start)
+            yield self._checked_indices(as_indices(self.path, np.asarray(ei[:, start:start + self.rows])), start)
 
     def _npz(self) -> Iterator[Columns]:
         el = _read_npz(self.path)  # validated whole, num_nodes and x included

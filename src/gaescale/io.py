@@ -111,17 +111,25 @@ def check_features(p: Path, a: np.ndarray, field: str | None = None) -> np.ndarr
     return a
 
 
-def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str | None = None) -> EdgeList:
+def check_index_dtype(p: Path, a: np.ndarray, field: str | None = None) -> None:
+    """Node indices come as integers, or as floats holding whole numbers (checked by :func:`as_indices`)."""
     if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
         raise InputFileError(p, f"expected an integer array of node indices. Got dtype {a.dtype}.", field=field)
+
+
+def as_indices(p: Path, a: np.ndarray, field: str | None = None) -> np.ndarray:
+    """``a`` (integer, or float holding whole numbers) as int64 node indices, or the error that says why not."""
+    if np.issubdtype(a.dtype, np.floating) and (not np.all(np.isfinite(a)) or np.any(a != np.round(a))):
+        raise InputFileError(p, "node indices must be whole numbers; found a fractional, NaN or infinite value.",
+                             field=field)
+    return np.asarray(a, np.int64)
+
+
+def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str | None = None) -> EdgeList:
+    check_index_dtype(p, a, field)
     if a.ndim != 2 or 2 not in a.shape:
         raise InputFileError(p, f"expected shape (2, E) or (E, 2). Got {a.shape}.", field=field)
-    ei = a if a.shape[0] == 2 else a.T
-    if np.issubdtype(a.dtype, np.floating):
-        if not np.all(np.isfinite(ei)) or np.any(ei != np.round(ei)):
-            raise InputFileError(p, "node indices must be whole numbers; found a fractional, NaN or infinite value.",
-                                 field=field)
-    ei = ei.astype(np.int64)
+    ei = as_indices(p, a if a.shape[0] == 2 else a.T, field)
     if ei.size == 0:
         raise InputFileError(p, "the edge list has no edges.", field=field)
     lo, hi = int(ei.min()), int(ei.max())
