@@ -4,7 +4,9 @@ epoch covers the training edges once, over all processes together), the peak mem
 process and of all together, and the test AUC.
 
     .venv/bin/python bench/bench_distributed.py --nodes 770000 --num-edges 4600000 --epochs 10
-    .venv/bin/python bench/bench_distributed.py --strategies cluster neighbor --prepared --epochs 2
+    .venv/bin/python bench/bench_distributed.py --strategies full cluster neighbor --prepared --epochs 3
+    .venv/bin/python bench/bench_distributed.py --nodes 50000 --num-edges 300000 --epochs 3 \
+        --train-flags "--loss weighted-bce --dense exact"
 
 Memory is read from /proc/PID/smaps every 0.2 s: resident memory less the pages of the memory-mapped
 graph's files (the prepared directory and the runs' split files: page cache, shared by the processes
@@ -75,6 +77,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--strategies", nargs="+", default=["full"], choices=sorted(FLAGS))
     ap.add_argument("--prepared", action="store_true", help="train from a directory of 'gaescale prepare'")
+    ap.add_argument("--train-flags", default="", help="more flags for every run, e.g. '--loss weighted-bce --dense exact'")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     rows = []
@@ -97,7 +100,7 @@ def main() -> None:
                     [*launcher, "-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16,16",
                      "--dim", "8", "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--no-report",
                      "--checkpoint-every", "0", "--quiet", "--threads", str(max(1, cores // k)),
-                     "--strategy", strategy, *FLAGS[strategy]], [tmp])
+                     "--strategy", strategy, *FLAGS[strategy], *args.train_flags.split()], [tmp])
                 m = json.loads((out / "metrics.json").read_text())
                 rows.append((strategy, k, max(1, cores // k), m["seconds_per_epoch"], one, together, m["test_auc"],
                              m["history"][0]["steps"], wall))
@@ -105,7 +108,7 @@ def main() -> None:
                       f"largest, {together / 2**30:.2f} GiB in all, AUC {m['test_auc']:.4f}", file=sys.stderr,
                       flush=True)
     print(f"\n{args.nodes:,} nodes, {args.num_edges:,} edges, GCN 8-16-16-8, {args.epochs} epochs, {cores} cores, "
-          f"{'from a prepared directory' if args.prepared else 'from an edge list'}\n")
+          f"{'from a prepared directory' if args.prepared else 'from an edge list'} {args.train_flags}\n")
     print("| strategy | processes | threads each | steps per epoch, each | s/epoch | speed-up | peak own memory, "
           "largest process (GiB) | all processes (GiB) | test AUC | wall (s) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
