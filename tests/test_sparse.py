@@ -46,3 +46,22 @@ def test_uniform_pairs_cover_all_ordered_pairs_evenly():
     expected = m / n**2
     # chi-square over 25 cells: 99.9% quantile with 24 dof is ~51
     assert ((counts - expected) ** 2 / expected).sum() < 51
+
+
+def test_both_column_terms_of_the_pair_gradient_equal_the_dense_product():
+    """The accelerator's scatter and the CPU's SciPy product compute the same ``G^T z`` (repeated pairs too)."""
+    from gaescale.sparse import _columns_scatter, _columns_scipy
+    n = 30
+    pidx = PairIndex.from_pairs(torch.randint(0, n, (2, 300), generator=torch.Generator().manual_seed(1)), n)
+    g, z = torch.randn(300, dtype=torch.float64), torch.randn(n, 4, dtype=torch.float64)
+    dense = torch.zeros(n, n, dtype=torch.float64).index_put_((pidx.rows(), pidx.cols), g, accumulate=True)
+    for column_term in (_columns_scatter, _columns_scipy):
+        assert torch.allclose(column_term(pidx, g, z), dense.T @ z)
+
+
+def test_operators_move_once_and_stay_put_on_their_device():
+    g = Graph.from_edge_index(random_edges(20, 35), 20)
+    op = g.gcn_operator
+    assert op.on(torch.device("cpu")) is op  # already there: no copy
+    pidx = PairIndex.from_pairs(torch.tensor([[0, 1], [2, 3]]), 20)
+    assert pidx.to("cpu") is pidx
