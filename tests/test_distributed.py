@@ -39,23 +39,26 @@ def _train(edges, out, *launcher, extra=(), timeout=240):
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
 
 
-@pytest.mark.parametrize("loss", [[], ["--loss", "weighted-bce", "--dense", "exact"],
-                                  ["--loss", "linear-mse", "--dense", "closed"]], ids=["sampled", "exact", "closed"])
-def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_path, loss):
+@pytest.mark.parametrize("loss,rtol", [([], 1e-5), (["--loss", "weighted-bce", "--dense", "exact"], 1e-5),
+                                       (["--loss", "linear-mse", "--dense", "closed"], 1e-5),
+                                       (["--precision", "fp16", "--variational"], 2e-3)],
+                         ids=["sampled", "exact", "closed", "fp16-vgae"])
+def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_path, loss, rtol):
     # 8,500 training edges: the 8,500 sampled pairs split evenly, so both runs score the very same pairs;
-    # the exact dense term's tiles split by row block, the closed form's value by 2
+    # the exact dense term's tiles split by row block, the closed form's value by 2. In fp16 each rank's
+    # half-precision backward rounds its own share: agreement to rounding, not to float32's digits.
     one = _train(edges, tmp_path / "one", sys.executable, extra=loss)
     two = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), extra=loss)
     assert one.returncode == 0, one.stderr
     assert two.returncode == 0, two.stderr
     m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "two"))
     assert (m1["processes"], m2["processes"]) == (1, 2)
-    np.testing.assert_allclose([h["loss"] for h in m2["history"]], [h["loss"] for h in m1["history"]], rtol=1e-5)
+    np.testing.assert_allclose([h["loss"] for h in m2["history"]], [h["loss"] for h in m1["history"]], rtol=rtol)
     p1, p2 = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("one", "two"))
     for k in p1:
-        torch.testing.assert_close(p2[k], p1[k], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(p2[k], p1[k], rtol=10 * rtol, atol=1e-5 if rtol < 1e-4 else 1e-3)
     z1, z2 = (np.load(tmp_path / r / "embeddings.npy") for r in ("one", "two"))
-    np.testing.assert_allclose(z2, z1, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(z2, z1, rtol=100 * rtol, atol=1e-4 if rtol < 1e-4 else 1e-2)
     # only rank 0 wrote: one set of outputs, no rank's leftovers
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
 

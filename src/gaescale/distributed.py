@@ -179,16 +179,24 @@ class ShardedFullBatch:
         self._shard = None  # (the pairs it was cut from, this rank's PairIndex, their count, self loops)
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
-        dense = loss_kwargs.get("dense", "sampled")
         w, r, n = self.group.world_size, self.group.rank, graph.num_nodes
         if self._shard is None or self._shard[0] is not pairs:  # cut once, reused every epoch
             every = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
             self._shard = (pairs, PairIndex.from_pairs(every[:, r::w], n), every.shape[1],
                            int((every[0] == every[1]).sum()))
+        z = full_precision(model(x, graph))  # the loss in float32 under mixed precision, as one process's
+        with torch.autocast(z.device.type, enabled=False):
+            loss = self._loss(z, generator, loss_kwargs)
+        if hasattr(model, "kl"):
+            loss = loss + model.kl() / n
+        yield loss
+
+    def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict) -> torch.Tensor:
+        """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)``."""
+        w, r, n = self.group.world_size, self.group.rank, z.shape[0]
         _, mine, count, loops = self._shard
+        dense, kind, weighting = loss_kwargs.get("dense", "sampled"), loss_kwargs.get("kind", "bce"), loss_kwargs.get("weighting")
         num_edge_pairs = 2 * count - loops
-        kind, weighting = loss_kwargs.get("kind", "bce"), loss_kwargs.get("weighting")
-        z = model(x, graph)
         if dense == "sampled":
             m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
             m = -(-m // w) * w
@@ -198,14 +206,10 @@ class ShardedFullBatch:
             s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
         loss = minibatch_loss(mine.logits(z), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
                               pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting)
-        if dense != "sampled":  # exact: this rank's tiles; closed (O(N d^2)): the whole term, a 1/W share of it
-            pair_loss, weighting = resolve_kind(kind, weighting)
-            w0, _ = pair_weights(weighting, n, num_edge_pairs)
-            with torch.autocast(z.device.type, enabled=False):
-                zf = full_precision(z)
-                share = (dense_term(zf, pair_loss, dense, shard=(r, w)) if dense == "exact"
-                         else dense_term(zf, pair_loss, dense) / w)
-            loss = loss + w * w0 * share  # W times this rank's share, as the edge term above
-        if hasattr(model, "kl"):
-            loss = loss + model.kl() / n
-        yield loss
+        if dense == "sampled":
+            return loss
+        # exact: this rank's tiles; closed (O(N d^2)): the whole term, of which a 1/W share
+        pair_loss, weighting = resolve_kind(kind, weighting)
+        w0, _ = pair_weights(weighting, n, num_edge_pairs)
+        share = dense_term(z, pair_loss, dense, shard=(r, w)) if dense == "exact" else dense_term(z, pair_loss, dense) / w
+        return loss + w * w0 * share  # W times this rank's share, as the edge term above
