@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+import numpy as np
 import torch
 
 from .errors import ParameterError
@@ -38,3 +39,9 @@ def resolve_device(name: str, environ: Mapping[str, str] | None = None) -> torch
                              name)
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
+
+
+def index_on(indices: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """Node ``indices`` (drawn or cut on the host) as an index tensor on the device of the tensor ``like``
+    whose rows they select."""
+    return torch.from_numpy(np.ascontiguousarray(indices)).to(like.device)

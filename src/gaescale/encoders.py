@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from .devices import index_on
 from .errors import ParameterError
 from .graph import Graph
 from .sparse import SparseOperator
@@ -97,7 +98,7 @@ class _Stacked(nn.Module):
         """A featureless first layer's ``I W^T``: the ``(N, h1)`` table, or its rows for a subgraph."""
         if graph.node_ids is None:
             return lin.weight.T
-        return lin.weight.T[torch.from_numpy(graph.node_ids).to(lin.weight.device)]
+        return lin.weight.T[index_on(graph.node_ids, lin.weight)]
 
     def _first(self, op: SparseOperator, lin: nn.Linear, x: torch.Tensor | None, graph: Graph) -> torch.Tensor | None:
         """``A X W^T`` for the first layer: a table product when featureless, cached ``A X`` for constant x."""

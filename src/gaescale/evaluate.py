@@ -5,6 +5,7 @@ import numpy as np
 import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from .devices import index_on
 from .models import decode
 
 
@@ -13,8 +14,7 @@ def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20) -> 
     out = np.empty(pairs.shape[1], np.float64)
     with torch.no_grad():
         for s in range(0, pairs.shape[1], chunk):
-            part = torch.from_numpy(np.ascontiguousarray(pairs[:, s:s + chunk])).to(z.device)
-            out[s:s + chunk] = decode(z, part).double().cpu().numpy()
+            out[s:s + chunk] = decode(z, index_on(pairs[:, s:s + chunk], z)).double().cpu().numpy()
     return out
 
 
@@ -51,13 +51,13 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     ranks = np.empty(pos.shape[1], np.float64)
     with torch.no_grad():
         for s in range(0, pos.shape[1], chunk):
-            zu = z[torch.from_numpy(pos[0, s:s + chunk])]
-            p = (zu * z[torch.from_numpy(pos[1, s:s + chunk])]).sum(1)
-            above = torch.zeros(zu.shape[0], dtype=torch.float64)
+            zu = z[index_on(pos[0, s:s + chunk], z)]
+            p = (zu * z[index_on(pos[1, s:s + chunk], z)]).sum(1)
+            above = torch.zeros(zu.shape[0], dtype=torch.float64, device=z.device)
             for _ in range(num_negatives):  # one negative per positive at a time: memory O(chunk * d)
-                q = (zu * z[torch.from_numpy(rng.integers(0, n, zu.shape[0]))]).sum(1)
+                q = (zu * z[index_on(rng.integers(0, n, zu.shape[0]), z)]).sum(1)
                 above += (q > p).double() + 0.5 * (q == p).double()
-            ranks[s:s + chunk] = (1 + above).numpy()
+            ranks[s:s + chunk] = (1 + above).cpu().numpy()
     res = {"mrr": float(np.mean(1.0 / ranks)), "mrr_positives": int(ranks.size)} if ranks.size else {}
     for k in (1, 3, 10):
         if ranks.size:

@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from .devices import index_on
 from .errors import GraphError, ParameterError
 from .graph import Graph
 from .losses import full_precision, minibatch_loss
@@ -34,11 +35,6 @@ class FullBatch:
 
     def steps(self, model, x, graph: Graph, pairs: PairIndex, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
         yield model.loss(model(x, graph), pairs, generator=generator, **loss_kwargs)
-
-
-def _index(nodes: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-    """``nodes`` as an index tensor on the device of the tensor ``like`` it selects rows of."""
-    return torch.from_numpy(nodes).to(like.device)
 
 
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
@@ -93,7 +89,7 @@ class ClusterGCN:
             sub_pairs = _sub_pairs(sub, self.self_loops)
             if sub_pairs is None and self.world_size == 1:
                 continue
-            z = model(None if x is None else x[_index(nodes, x)], sub)
+            z = model(None if x is None else x[index_on(nodes, x)], sub)
             yield z.sum() * 0.0 if sub_pairs is None else model.loss(z, sub_pairs, generator=generator, **loss_kwargs)
 
 
@@ -112,7 +108,7 @@ class FastGAE:
             nodes = degree_sampled_nodes(graph.degree, self.size, self.alpha, generator)
             sub_pairs = _sub_pairs(induced_subgraph(graph, nodes), self.self_loops)
             if sub_pairs is not None:
-                yield model.loss(z[_index(nodes, z)], sub_pairs, generator=generator, **loss_kwargs)
+                yield model.loss(z[index_on(nodes, z)], sub_pairs, generator=generator, **loss_kwargs)
                 return
         raise GraphError(f"FastGAE drew 8 subsets of {self.size} nodes without an edge between them; "
                          "raise --fastgae-nodes.")
@@ -154,7 +150,7 @@ class NeighborLinks:
             ends = torch.cat([torch.from_numpy(pos), neg], dim=1)
             seeds, where = torch.unique(ends, return_inverse=True)
             sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
-            z = full_precision(model(None if x is None else x[_index(sub.node_ids, x)], sub))
+            z = full_precision(model(None if x is None else x[index_on(sub.node_ids, x)], sub))
             where = where.to(z.device)
             s = (z[where[0]] * z[where[1]]).sum(-1)
             loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
