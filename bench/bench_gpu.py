@@ -23,6 +23,9 @@ import numpy as np
 import torch
 
 
+START = time.perf_counter()
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to check")
@@ -53,13 +56,22 @@ def main() -> int:
             torch.cuda.synchronize()
             sec = time.perf_counter() - t
         print(f"time N={n:,} d=8 weighted-bce exact loss + gradient: {sec:.3f} s ({n * n / sec:.3g} pairs/s)")
+    print(f"[{time.perf_counter() - START:.0f} s]")
     ok &= training_paths()
+    print(f"[{time.perf_counter() - START:.0f} s]")
     core_job()
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/test_devices.py", "tests/test_kernels.py"],
-                           cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    print(f"[{time.perf_counter() - START:.0f} s]")
+    try:
+        tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/test_devices.py", "tests/test_kernels.py"],
+                               cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                               timeout=max(30.0, 285 - (time.perf_counter() - START)))  # the whole script in 5 minutes
+    except subprocess.TimeoutExpired:
+        print("GPU tests: stopped at the 5-minute mark; run them with: pytest tests/test_devices.py tests/test_kernels.py")
+        return 1
     print("GPU tests:", tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else tests.stderr[-2000:])
     if tests.returncode:
         print(tests.stdout[-6000:])
+    print(f"[{time.perf_counter() - START:.0f} s]")
     return 0 if ok and tests.returncode == 0 else 1
 
 
