@@ -58,7 +58,7 @@ def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 
     world = int(environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return None
-    backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
     except Exception as exc:  # torch raises RuntimeError/ValueError/DistStoreError variously
