@@ -27,6 +27,11 @@ for kind in ("bce", "mse", "linear-mse"):
         assert err <= 1e-4 * g_ref.abs().max().item(), (kind, n, d, err)
         v, g = kernels.dense_value_and_grad(zk.detach(), need_grad=False, kind=kind)
         assert g is None and abs(v.item() - ref.item()) <= 1e-5 * abs(ref.item())
+        for shards in (2, 3):  # data parallel: the shards' values and gradients add up to the whole's
+            parts = [kernels.dense_value_and_grad(zk.detach(), kind=kind, shard=(k, shards)) for k in range(shards)]
+            assert abs(sum(p[0].item() for p in parts) - ref.item()) <= 1e-5 * abs(ref.item())
+            err = (sum(p[1] for p in parts).double() - g_ref).abs().max().item()
+            assert err <= 1e-4 * g_ref.abs().max().item(), (kind, n, d, shards, err)
 print("ok")
 """
 

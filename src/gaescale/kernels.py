@@ -25,11 +25,11 @@ def available() -> bool:
 
 if triton is not None:
     @triton.jit
-    def _dense_kernel(z_ptr, grad_ptr, partial_ptr, n, D: tl.constexpr, KIND: tl.constexpr, BM: tl.constexpr,
-                      BN: tl.constexpr, NEED_GRAD: tl.constexpr):
+    def _dense_kernel(z_ptr, grad_ptr, partial_ptr, n, row_start, row_stop, D: tl.constexpr, KIND: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, NEED_GRAD: tl.constexpr):
         pid = tl.program_id(0)
-        rows = pid * BM + tl.arange(0, BM)
-        rmask = rows < n
+        rows = row_start + pid * BM + tl.arange(0, BM)
+        rmask = rows < row_stop
         dims = tl.arange(0, D)
         zr = tl.load(z_ptr + rows[:, None] * D + dims[None, :], mask=rmask[:, None], other=0.0)
         acc = tl.zeros((BM,), dtype=tl.float32)
@@ -60,18 +60,26 @@ if triton is not None:
 
 
 def dense_value_and_grad(z: torch.Tensor, need_grad: bool = True, *, kind: str, block_m: int = 64,
-                         block_n: int = 64) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(sum_{i,j} l0(z_i . z_j), dD/dz)`` for ``z: (N, d)`` float32 (the gradient is None without ``need_grad``)."""
+                         block_n: int = 64, shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(sum_{i,j} l0(z_i . z_j), dD/dz)`` for ``z: (N, d)`` float32 (the gradient is None without ``need_grad``).
+
+    ``shard = (k, K)``: only the rows ``a`` of the ``k``-th of ``K`` equal row ranges: their partial sums
+    ``sum_j l0(z_a . z_j)`` and *their rows of the whole term's gradient* (zero elsewhere). That is not the
+    derivative of the shard's value, but the ``K`` shards' gradients add up to ``dD/dz`` as their values
+    add up to ``D``, which is what data parallel training needs (each process computes one shard)."""
     if triton is None:
         raise RuntimeError("triton is not installed; the exact dense term runs with the CPU implementation")
     n, d = z.shape
+    k, num_shards = shard
+    row_start, row_stop = n * k // num_shards, n * (k + 1) // num_shards
     width = max(16, 1 << (d - 1).bit_length())  # tl.dot needs K >= 16 and a power of two
     zp = torch.zeros((n, width), dtype=torch.float32, device=z.device)
     zp[:, :d] = z.detach().float()
-    partial = torch.empty(n, dtype=torch.float32, device=z.device)
-    grad = torch.empty_like(zp) if need_grad else partial  # any pointer when unused
-    _dense_kernel[(triton.cdiv(n, block_m),)](zp, grad, partial, n, D=width, KIND=KERNEL_IDS[kind], BM=block_m,
-                                             BN=block_n, NEED_GRAD=need_grad)
+    partial = torch.zeros(n, dtype=torch.float32, device=z.device)
+    grad = (torch.zeros_like(zp) if num_shards > 1 else torch.empty_like(zp)) if need_grad else partial  # any pointer when unused
+    _dense_kernel[(max(1, triton.cdiv(row_stop - row_start, block_m)),)](
+        zp, grad, partial, n, row_start, row_stop, D=width, KIND=KERNEL_IDS[kind], BM=block_m, BN=block_n,
+        NEED_GRAD=need_grad)
     value = partial.double().sum()
     return value, (2.0 * grad[:, :d]).to(z.dtype) if need_grad else None
 

@@ -139,7 +139,8 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
                generator: torch.Generator | None = None, block_size: int | None = None,
                memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1)) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
-    ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D`` (see :func:`exact_dense_tiles`)."""
+    ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D``, whose values and gradients add
+    up to ``D``'s (:func:`exact_dense_tiles`; on CUDA :func:`gaescale.kernels.dense_value_and_grad`)."""
     n = z.shape[0]
     if strategy == "sampled":
         if num_samples < 1:
@@ -147,10 +148,10 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
         s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z)
         return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
-        if z.is_cuda and shard[1] == 1:  # the fused kernel computes the whole term
+        if z.is_cuda:
             from . import kernels
             if kernels.available() and loss.name in kernels.KERNEL_IDS:
-                return ValueAndGrad.apply(z, partial(kernels.dense_value_and_grad, kind=loss.name))
+                return ValueAndGrad.apply(z, partial(kernels.dense_value_and_grad, kind=loss.name, shard=shard))
         block = int(block_size or block_size_for(n, memory_budget, z.element_size()))
         return ValueAndGrad.apply(z, partial(exact_dense_tiles, loss=loss, block=block, shard=shard))
     if strategy == "closed":
