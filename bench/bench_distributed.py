@@ -35,14 +35,16 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def run(cmd: list[str], graph_dirs: list[str]) -> tuple[float, int, int]:
-    """Wall time, the peak of the largest worker's own memory and the peak of the workers' summed own
-    memory (resident less mapped graph files; see the module's docstring), sampled every 0.2 s."""
+def run(cmd: list[str], graph_dirs: list[str]) -> tuple[float, int, int, int]:
+    """Wall time, the peak own memory (resident less mapped graph files; see the module's docstring) of the
+    largest worker, of the largest of the others (0 for one worker), and of all workers summed, sampled
+    every 0.2 s."""
     from bench_prepare import _sample
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    peak = {"one": 0, "all": 0}
+    peak = {"all": 0}
+    per_pid: dict[int, int] = {}
 
     def poll():
         root = psutil.Process(proc.pid)
@@ -50,9 +52,10 @@ def run(cmd: list[str], graph_dirs: list[str]) -> tuple[float, int, int]:
             try:
                 workers = [p for p in [root, *root.children(recursive=True)]
                            if "gaescale" in " ".join(p.cmdline()) and "torch.distributed.run" not in " ".join(p.cmdline())]
-                own = [m["rss"] - m["graph"] for m in (_sample(p.pid, graph_dirs) for p in workers)]
-                if own:
-                    peak["one"], peak["all"] = max(peak["one"], max(own)), max(peak["all"], sum(own))
+                own = {p.pid: m["rss"] - m["graph"] for p, m in ((p, _sample(p.pid, graph_dirs)) for p in workers)}
+                for pid, v in own.items():
+                    per_pid[pid] = max(per_pid.get(pid, 0), v)
+                peak["all"] = max(peak["all"], sum(own.values()))
             except psutil.Error:
                 pass
             time.sleep(0.2)
@@ -63,7 +66,8 @@ def run(cmd: list[str], graph_dirs: list[str]) -> tuple[float, int, int]:
     th.join()
     if proc.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return time.perf_counter() - t, peak["one"], peak["all"]
+    peaks = sorted(per_pid.values(), reverse=True) + [0, 0]
+    return time.perf_counter() - t, peaks[0], peaks[1], peak["all"]
 
 
 FLAGS = {"full": [], "cluster": [], "fastgae": [], "neighbor": ["--fanouts", "5,5,5"]}
@@ -96,27 +100,27 @@ def main() -> None:
                 out = Path(tmp) / f"run-{strategy}-{k}"
                 launcher = [sys.executable] if k == 1 else [sys.executable, "-m", "torch.distributed.run",
                                                             "--nproc-per-node", str(k), "--master-port", str(_port())]
-                wall, one, together = run(
+                wall, one, second, together = run(
                     [*launcher, "-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16,16",
                      "--dim", "8", "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--no-report",
                      "--checkpoint-every", "0", "--quiet", "--threads", str(max(1, cores // k)),
                      "--strategy", strategy, *FLAGS[strategy], *args.train_flags.split()], [tmp])
                 m = json.loads((out / "metrics.json").read_text())
-                rows.append((strategy, k, max(1, cores // k), m["seconds_per_epoch"], one, together, m["test_auc"],
-                             m["history"][0]["steps"], wall))
+                rows.append((strategy, k, max(1, cores // k), m["seconds_per_epoch"], one, second, together,
+                             m["test_auc"], m["history"][0]["steps"], wall))
                 print(f"{strategy}, {k} processes: {m['seconds_per_epoch']:.3f} s/epoch, {one / 2**30:.2f} GiB "
-                      f"largest, {together / 2**30:.2f} GiB in all, AUC {m['test_auc']:.4f}", file=sys.stderr,
-                      flush=True)
+                      f"largest, {second / 2**30:.2f} GiB next, {together / 2**30:.2f} GiB in all, "
+                      f"AUC {m['test_auc']:.4f}", file=sys.stderr, flush=True)
     print(f"\n{args.nodes:,} nodes, {args.num_edges:,} edges, GCN 8-16-16-8, {args.epochs} epochs, {cores} cores, "
           f"{'from a prepared directory' if args.prepared else 'from an edge list'} {args.train_flags}\n")
     print("| strategy | processes | threads each | steps per epoch, each | s/epoch | speed-up | peak own memory, "
-          "largest process (GiB) | all processes (GiB) | test AUC | wall (s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "largest process (GiB) | next largest (GiB) | all processes (GiB) | test AUC | wall (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base = {}
-    for strategy, k, threads, spe, one, together, auc, steps, wall in rows:
+    for strategy, k, threads, spe, one, second, together, auc, steps, wall in rows:
         base.setdefault(strategy, spe)
         print(f"| {strategy} | {k} | {threads} | {steps} | {spe:.3f} | {base[strategy] / spe:.2f}x | {one / 2**30:.2f} | "
-              f"{together / 2**30:.2f} | {auc:.4f} | {wall:.0f} |")
+              f"{f'{second / 2**30:.2f}' if k > 1 else '-'} | {together / 2**30:.2f} | {auc:.4f} | {wall:.0f} |")
 
 
 if __name__ == "__main__":
