@@ -68,6 +68,7 @@ def test_report_json_holds_the_shown_numbers(run_dir, report):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert rep["metrics"]["test_auc"] == metrics["test_auc"] and rep["metrics"]["epochs"] == 4
     assert rep["metrics"]["peak_rss_gib"] == pytest.approx(metrics["peak_rss_bytes"] / 2**30)
+    assert (rep["metrics"]["device"], rep["metrics"]["processes"]) == (metrics["device"], 1)
     assert rep["config"]["hidden"] == [8] and rep["config"]["dim"] == 4
     assert rep["pca"]["sample"] == 200 and len(rep["pca"]["explained_variance_ratio"]) == 2
     assert sorted(rep["plots"]) == sorted(PLOTS) and rep["notes"] == {}

@@ -43,7 +43,8 @@ METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),
            ("mrr_hits@1", "MRR Hits@1", "{:.4f}"), ("mrr_hits@3", "MRR Hits@3", "{:.4f}"),
            ("mrr_hits@10", "MRR Hits@10", "{:.4f}"), ("epochs", "Epochs trained", "{:,}"),
            ("best_epoch", "Best epoch", "{:,}"), ("seconds_per_epoch", "Seconds per epoch", "{:.3f}"),
-           ("peak_rss_gib", "Peak RSS (GiB)", "{:.2f}"), ("num_nodes", "Nodes", "{:,}"), ("num_edges", "Edges", "{:,}")]
+           ("peak_rss_gib", "Peak RSS (GiB)", "{:.2f}"), ("num_nodes", "Nodes", "{:,}"), ("num_edges", "Edges", "{:,}"),
+           ("device", "Device", "{}"), ("processes", "Processes (torchrun)", "{:,}")]
 CONFIG = ("encoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "strategy", "epochs", "lr", "seed")
 BLUE, ORANGE, GREY = "#1f6feb", "#e36209", "#6a737d"
 
