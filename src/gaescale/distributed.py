@@ -47,13 +47,20 @@ class Dist:
         return self.rank == 0
 
 
-def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 120.0) -> Dist | None:
+_WAITING = None  # the gloo group of the collectives that wait for rank 0's own work (see from_torchrun)
+
+
+def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 120.0,
+                  wait_timeout: float = 3600.0) -> Dist | None:
     """Join the process group described by torchrun's variables (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
     ``MASTER_PORT``) in ``environ`` (default ``os.environ``); None for a process not started by torchrun
     (or a group of one). The backend follows the tensors: gloo for CPU tensors (the CPU model's gradients,
     and the small control messages on any device), NCCL for CUDA tensors where torch sees a GPU (a CUDA
-    model's gradients). A collective that waits longer than ``timeout`` seconds on a peer raises instead
-    of hanging."""
+    model's gradients). A collective of ranks that are all training raises after ``timeout`` seconds
+    without a peer instead of hanging; one in which the others wait for rank 0's own work (METIS,
+    evaluation, a checkpoint: minutes on a large graph) allows ``wait_timeout``. A peer that dies is
+    noticed at once either way, through its closed connections."""
+    global _WAITING
     environ = os.environ if environ is None else environ
     world = int(environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -61,6 +68,7 @@ def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
+        _WAITING = dist.new_group(backend="gloo", timeout=timedelta(seconds=wait_timeout))
     except Exception as exc:  # torch raises RuntimeError/ValueError/DistStoreError variously
         raise DistributedError(f"could not join the process group at {environ.get('MASTER_ADDR')}:"
                                f"{environ.get('MASTER_PORT')} ({type(exc).__name__}: {exc}).") from None
@@ -79,17 +87,19 @@ def mean(value: float) -> float:
     return float(t.item()) / dist.get_world_size()
 
 
-def from_main(flag: bool) -> bool:
-    """Rank 0's ``flag``, on every rank."""
+def from_main(flag: bool, *, waiting: bool = False) -> bool:
+    """Rank 0's ``flag``, on every rank; ``waiting``: the others may wait long for rank 0 (see
+    :func:`from_torchrun`)."""
     t = torch.tensor([1 if flag else 0], dtype=torch.int64)
-    _collective(dist.broadcast, t, 0)
+    _collective(dist.broadcast, t, 0, waiting=waiting)
     return bool(t.item())
 
 
 def barrier() -> None:
-    """Wait until every rank gets here: no collective is still in flight when a rank leaves the group (a
-    rank that left while a peer was still receiving its last message was seen to abort in gloo)."""
-    _collective(dist.barrier)
+    """Wait until every rank gets here (rank 0 may still be evaluating): no collective is still in flight
+    when a rank leaves the group (a rank that left while a peer was still receiving its last message was
+    seen to abort in gloo)."""
+    _collective(dist.barrier, waiting=True)
 
 
 def choice_from_main(choice: str | None, choices: tuple[str, ...]) -> str | None:
@@ -97,24 +107,25 @@ def choice_from_main(choice: str | None, choices: tuple[str, ...]) -> str | None
     None), on every rank: a decision that must not differ between ranks, such as ``--strategy auto``'s,
     which reads the memory free now."""
     t = torch.tensor([choices.index(choice) if dist.get_rank() == 0 and choice is not None else -1], dtype=torch.int64)
-    _collective(dist.broadcast, t, 0)
+    _collective(dist.broadcast, t, 0, waiting=True)
     return None if t.item() < 0 else choices[int(t.item())]
 
 
 def broadcast_array(array: np.ndarray | None) -> np.ndarray:
-    """Rank 0's 1-D integer ``array`` (the other ranks pass None), as int64 on every rank."""
+    """Rank 0's 1-D integer ``array`` (the other ranks pass None, and wait for rank 0 to compute it), as
+    int64 on every rank."""
     size = torch.tensor([0 if array is None else array.size], dtype=torch.int64)
-    _collective(dist.broadcast, size, 0)
+    _collective(dist.broadcast, size, 0, waiting=True)
     t = (torch.from_numpy(np.ascontiguousarray(array, np.int64)) if dist.get_rank() == 0
          else torch.empty(int(size.item()), dtype=torch.int64))
-    _collective(dist.broadcast, t, 0)
+    _collective(dist.broadcast, t, 0, waiting=True)
     return t.numpy()
 
 
-def gather(obj) -> list:
+def gather(obj, *, waiting: bool = False) -> list:
     """``obj`` of every rank, in rank order, on every rank (small picklable objects: random states)."""
     out = [None] * dist.get_world_size()
-    _collective(dist.all_gather_object, out, obj)
+    _collective(dist.all_gather_object, out, obj, waiting=waiting)
     return out
 
 
@@ -126,9 +137,9 @@ def rank_seed(seed: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
-def _collective(op, *args) -> None:
+def _collective(op, *args, waiting: bool = False) -> None:
     with peer_failures():
-        op(*args)
+        op(*args, group=_WAITING if waiting else None)
 
 
 @contextmanager

@@ -137,13 +137,14 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         s["history"].append(rec)
         s["epoch"] = epoch
         s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or time_up
-        if group is not None:
-            s["stopped"] = distributed.from_main(s["stopped"])
-        ranks_rng = distributed.gather(rng_state(gen)) if per_rank else None  # every rank, every epoch
+        # Several ranks: the others wait (in collectives that allow it) while rank 0 evaluates and saves.
+        ranks_rng = distributed.gather(rng_state(gen), waiting=True) if per_rank else None  # every epoch
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
             checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
                                       "rng": rng_state(gen), "scaler": scaler.state_dict(),
                                       **({"rank_rng": ranks_rng} if per_rank else {})})
+        if group is not None:
+            s["stopped"] = distributed.from_main(s["stopped"], waiting=True)  # rank 0's decision
         if on_epoch:
             on_epoch(rec)
         bar.update(rec, s["best_auc"])
