@@ -272,3 +272,29 @@ def test_rank_0_chooses_the_automatic_strategy_for_every_rank_and_a_failure_stop
     assert bad.returncode != 0 and time.time() - t < 60  # rank 1 did not wait out the collective timeout
     assert "gaescale: error (rank 0): The 'memory_budget' parameter of train must be at least" in bad.stderr
     assert "gaescale: error (rank 1): rank 0 found no strategy that fits" in bad.stderr
+
+
+PATIENCE = """
+import sys, time
+from gaescale import distributed
+from gaescale.errors import DistributedError
+group = distributed.from_torchrun(timeout=2, wait_timeout=60)
+if group.rank == 0:
+    time.sleep(5)  # rank 0's own work (METIS, evaluation): longer than the 2 s timeout
+assert distributed.from_main(True, waiting=True)  # the others waited for it
+if group.rank == 0:
+    time.sleep(5)
+try:
+    distributed.from_main(True)  # every rank is expected at once: rank 1 gives up after 2 s
+    print(f"rank {group.rank}: no timeout")
+except DistributedError as exc:
+    print(f"rank {group.rank}: {exc}")
+"""
+
+
+def test_ranks_wait_long_for_rank_0_only_where_it_works_alone(tmp_path):
+    script = tmp_path / "patience.py"
+    script.write_text(PATIENCE)
+    r = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), str(script)],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    assert "rank 1: a peer process failed or stopped answering" in r.stdout, r.stdout + r.stderr[-2000:]
