@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     train = sub.add_parser("train", help="train on an edge list", description=(
-        "Train on an edge list and write embeddings.npy, nodes.tsv, model.pt, config.json and metrics.json to --out."))
+        "Train on an edge list (or a directory of 'gaescale prepare') and write embeddings.npy, nodes.tsv, "
+        "model.pt, config.json and metrics.json to --out. Started by torchrun (e.g. 'torchrun --nproc-per-node 2 "
+        "-m gaescale train ...'), it trains on every process with DistributedDataParallel."))
     train.add_argument("edges", nargs="?", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"] +
                        " (may come from --config instead)")
     train.add_argument("--config", help="a JSON file of config fields, e.g. a run's config.json; flags given "
