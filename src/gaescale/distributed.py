@@ -8,8 +8,9 @@ broadcasts the parts). A step's gradient is DDP's mean over the ranks' batches.
 What is replicated and what is sharded (full batch, the graph replicated): every rank reads the whole
 graph, splits it with the shared seed (so every rank holds the same split) and runs the whole forward
 pass, so every rank computes the same ``z``; the loss is sharded: rank ``r`` of ``W`` scores the training
-edges ``r, r + W, r + 2W, ...`` and the ``r``-th share of the sampled node pairs, which all ranks draw
-alike from the shared seed. Each rank's loss is ``W`` times its additive share of the global loss
+edges ``r, r + W, r + 2W, ...`` and the ``r``-th share of the dense term (of the sampled node pairs, which
+all ranks draw alike from the shared seed, or of the exact term's tiles, see :class:`ShardedFullBatch`).
+Each rank's loss is ``W`` times its additive share of the global loss
 (:func:`gaescale.losses.minibatch_loss` with ``edge_fraction = 1 / W``), so DDP's average of the
 gradients is the gradient of the single-process loss over the same pairs, and every update equals the
 single-process update within float tolerance. Only rank 0 evaluates, logs and writes outputs and
