@@ -88,12 +88,17 @@ def mean(value: float) -> float:
     return float(t.item()) / dist.get_world_size()
 
 
-def from_main(flag: bool, *, waiting: bool = False) -> bool:
-    """Rank 0's ``flag``, on every rank; ``waiting``: the others may wait long for rank 0 (see
-    :func:`from_torchrun`)."""
-    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+def _int_from_main(value: int, *, waiting: bool = False) -> int:
+    """Rank 0's ``value`` (what the other ranks pass is ignored), on every rank; ``waiting``: the others may
+    wait long for rank 0 (see :func:`from_torchrun`)."""
+    t = torch.tensor([value], dtype=torch.int64)
     _collective(dist.broadcast, t, 0, waiting=waiting)
-    return bool(t.item())
+    return int(t.item())
+
+
+def from_main(flag: bool, *, waiting: bool = False) -> bool:
+    """Rank 0's ``flag``, on every rank (``waiting``: see :func:`_int_from_main`)."""
+    return bool(_int_from_main(1 if flag else 0, waiting=waiting))
 
 
 def barrier() -> None:
@@ -107,18 +112,16 @@ def choice_from_main(choice: str | None, choices: tuple[str, ...]) -> str | None
     """Rank 0's ``choice`` (one of ``choices``, or None when it failed to make one; the other ranks pass
     None), on every rank: a decision that must not differ between ranks, such as ``--strategy auto``'s,
     which reads the memory free now."""
-    t = torch.tensor([choices.index(choice) if dist.get_rank() == 0 and choice is not None else -1], dtype=torch.int64)
-    _collective(dist.broadcast, t, 0, waiting=True)
-    return None if t.item() < 0 else choices[int(t.item())]
+    index = _int_from_main(-1 if choice is None else choices.index(choice), waiting=True)
+    return None if index < 0 else choices[index]
 
 
 def broadcast_array(array: np.ndarray | None) -> np.ndarray:
     """Rank 0's 1-D integer ``array`` (the other ranks pass None, and wait for rank 0 to compute it), as
     int64 on every rank."""
-    size = torch.tensor([0 if array is None else array.size], dtype=torch.int64)
-    _collective(dist.broadcast, size, 0, waiting=True)
+    size = _int_from_main(0 if array is None else array.size, waiting=True)
     t = (torch.from_numpy(np.ascontiguousarray(array, np.int64)) if dist.get_rank() == 0
-         else torch.empty(int(size.item()), dtype=torch.int64))
+         else torch.empty(size, dtype=torch.int64))
     _collective(dist.broadcast, t, 0, waiting=True)
     return t.numpy()
 

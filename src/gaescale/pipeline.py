@@ -18,7 +18,7 @@ from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .devices import resolve_device
-from .distributed import ShardedFullBatch, barrier, peer_failures
+from .distributed import ShardedFullBatch, barrier, broadcast_array, choice_from_main, peer_failures
 from .encoders import ENCODERS
 from .errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
@@ -263,7 +263,6 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
                 f"{budget / 2**30:.2f} GiB budget{' per process' if group else ''}; 'gaescale plan' shows every "
                 "strategy)")
     if group is not None:
-        from .distributed import choice_from_main
         chosen = choice_from_main(chosen, tuple(AUTO_ORDER))
     if failed is not None:
         raise failed
@@ -288,7 +287,6 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
         t = time.perf_counter()
         membership = metis_parts(graph, parts, seed=config.seed) if rank == 0 else None
         if group is not None:
-            from .distributed import broadcast_array
             membership = broadcast_array(membership)
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
             f"{-(-parts // (per_batch * world)):,} steps per epoch")

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from . import distributed
 from .checkpoint import Checkpointer, rng_state, set_rng_state
 from .errors import CheckpointError, NonFiniteLossError, ParameterError
 from .graph import Graph
@@ -76,11 +77,9 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     # Ranks that draw their own batches have their own random streams (dropout and VGAE noise included).
     per_rank = group is not None and not getattr(strategy, "shared_draws", False)
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = torch.Generator().manual_seed(distributed.rank_seed(seed, group.rank) if per_rank else seed + 1)
     if per_rank:
-        from . import distributed
-        gen.manual_seed(distributed.rank_seed(seed, group.rank))
-        torch.manual_seed(distributed.rank_seed(seed, group.rank))
+        torch.manual_seed(gen.initial_seed())
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     s = {"history": [], "best_auc": -1.0, "best_epoch": 0, "best_state": None, "waited": 0, "stopped": False,
          "seconds": [], "epoch": 0}
@@ -91,10 +90,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         set_rng_state(_rank_rng(resume, group) if per_rank else resume["rng"], gen)
         if resume.get("scaler"):
             scaler.load_state_dict(resume["scaler"])
-    forward = model
-    if group is not None:
-        from . import distributed
-        forward = distributed.Replicated(model)
+    forward = model if group is None else distributed.Replicated(model)
     bar = _progress(epochs, progress, initial=s["epoch"])
     for epoch in range(s["epoch"] + 1, epochs + 1):
         if s["stopped"]:
