@@ -140,15 +140,20 @@ def _reference(edges, name, opts, epochs, world=2):
     from gaescale.io import read_edges
     from gaescale.pipeline import build_model
     from gaescale.samplers import metis_parts
-    from gaescale.split import split_edges
+    from gaescale.prepare import is_prepared, open_prepared
+    from gaescale.split import split_edges, split_hashed
     from gaescale.strategies import ClusterGCN, FastGAE, NeighborLinks
 
     config = TrainConfig(hidden="16", dim=8, strategy=name, val_fraction=0.0, **opts)
-    data = read_edges(edges)
-    graph = split_edges(Graph.from_edge_index(data.edge_index, data.num_nodes), 0.0, 0.1, seed=0).train_graph()
+    if is_prepared(edges):  # the memory-mapped graph and its hashed split
+        p = open_prepared(edges)
+        graph, x = split_hashed(p.graph, 0.0, 0.1, seed=0).train_graph(), torch.from_numpy(np.array(p.x))
+    else:
+        data = read_edges(edges)
+        graph = split_edges(Graph.from_edge_index(data.edge_index, data.num_nodes), 0.0, 0.1, seed=0).train_graph()
+        x = torch.from_numpy(data.x.astype(np.float32))
     torch.manual_seed(0)
-    model = build_model(config, data.x.shape[1], data.num_nodes)
-    x = torch.from_numpy(data.x.astype(np.float32))
+    model = build_model(config, x.shape[1], graph.num_nodes)
     if name == "cluster":
         parts = metis_parts(graph, config.cluster_parts, seed=0)
         strategies = [ClusterGCN(parts, config.clusters_per_batch, rank=r, world_size=world,
@@ -191,6 +196,25 @@ def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_bat
     saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
     for k in state:
         torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
+
+
+def test_neighbor_sampling_ranks_of_a_prepared_graph_step_like_one_process_holding_it_all(edges, tmp_path):
+    """Rank 1 reads only its rows of the prepared graph and splits nothing; rank 0 splits it and evaluates;
+    the batches, drawn from the sharded graph and features, are those of the whole graph."""
+    from gaescale.prepare import prepare
+    prepare(edges, tmp_path / "g")
+    flags = {"batch_size": 1024, "fanouts": "5,5"}
+    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+                 extra=["--strategy", "neighbor", "--val-fraction", "0", "--epochs", "3", "--batch-size", "1024",
+                        "--fanouts", "5,5"])
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    losses, state = _reference(tmp_path / "g", "neighbor", flags, 3)
+    np.testing.assert_allclose([h["loss"] for h in metrics["history"]], losses, rtol=1e-5)
+    saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
+    for k in state:
+        torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
+    assert sorted(p.name for p in (tmp_path / "two" / "split").iterdir()) == ["train_indices.bin"]
 
 
 def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_where_it_stopped(edges, tmp_path):

@@ -15,7 +15,7 @@ from gaescale.graph import Graph
 from gaescale.io import read_edges
 from gaescale.prepare import open_prepared, prepare
 from gaescale.rundir import Run
-from gaescale.split import split_hashed
+from gaescale.split import hashed_train_rows, split_hashed
 from gaescale.strategies import ClusterGCN, NeighborLinks
 from gaescale.samplers import metis_parts
 from gaescale.synthetic import community_graph
@@ -146,6 +146,18 @@ def test_split_hashed_partitions_streams_and_matches_in_memory(tmp_path):
     negatives = np.concatenate([a.val_neg, a.test_neg], axis=1)
     assert not g.has_edges(*negatives).any() and len(set(map(tuple, negatives.T.tolist()))) == negatives.shape[1]
     assert set(map(tuple, split_hashed(g, 0.05, 0.10, seed=4).test_pos.T.tolist())) != test
+
+
+@pytest.mark.parametrize("start,stop", [(0, 2000), (0, 1), (700, 1450), (1999, 2000), (900, 900)])
+def test_hashed_train_rows_are_those_rows_of_the_hashed_training_graph(start, stop):
+    n = 2000
+    g = Graph.from_edge_index(random_edges(n, 20_000, seed=4), n)
+    train = split_hashed(g, 0.05, 0.10, seed=3).train_graph()
+    degree, indices = hashed_train_rows(g, start, stop, 0.05, 0.10, seed=3, block=333)  # several blocks
+    assert np.array_equal(degree, train.degree[start:stop])
+    assert np.array_equal(indices, train.indices[train.indptr[start]:train.indptr[stop]])
+    other, _ = hashed_train_rows(g, start, stop, 0.05, 0.10, seed=4)
+    assert stop - start < 100 or not np.array_equal(other, degree)  # the seed decides
 
 
 def test_has_edges_matches_the_dense_adjacency():

@@ -3,7 +3,9 @@
 
 Mini-batch strategies (:mod:`gaescale.strategies`): each rank draws its own batches from its own
 generator (:func:`rank_seed`); Cluster-GCN ranks train on their own METIS parts (rank 0 runs METIS and
-broadcasts the parts). A step's gradient is DDP's mean over the ranks' batches.
+broadcasts the parts); neighbour-sampling ranks each hold a shard of the training graph and features and
+fetch the rest of a batch from their peers (:mod:`gaescale.shards`). A step's gradient is DDP's mean
+over the ranks' batches.
 
 What is replicated and what is sharded (full batch, the graph replicated): every rank reads the whole
 graph, splits it with the shared seed (so every rank holds the same split) and runs the whole forward

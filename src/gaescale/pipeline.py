@@ -18,7 +18,7 @@ from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .devices import resolve_device
-from .distributed import ShardedFullBatch, barrier, broadcast_array, choice_from_main, peer_failures
+from .distributed import ShardedFullBatch, barrier, broadcast_array, choice_from_main, gather, peer_failures
 from .encoders import ENCODERS
 from .errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
@@ -29,7 +29,8 @@ from .evaluate import hits_at_k, link_scores, mrr, pair_scores
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
 from .prepare import is_prepared, open_prepared
-from .split import split_edges, split_hashed
+from .shards import partition
+from .split import hashed_train_rows, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
 
@@ -94,44 +95,58 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     t_start = time.perf_counter()
 
     inputs = _inputs(config, data, log)
-    graph, x, num_nodes = inputs.graph, inputs.x, inputs.graph.num_nodes
+    graph, x, prepared = inputs.graph, inputs.x, inputs.prepared
+    num_nodes, num_edges, num_features = graph.num_nodes, graph.num_edges, None if x is None else int(x.shape[1])
+    strategy_name = _choose_strategy(config, num_nodes, num_edges, num_features, log, prepared=prepared is not None,
+                                     device=device, group=group)
+    # Neighbour sampling on several ranks: each rank keeps only its shard of the training graph and of the
+    # features (gaescale.shards); a rank other than 0 then reads only its own rows and splits nothing.
+    sharded = group is not None and strategy_name == "neighbor"
     t = time.perf_counter()
-    if inputs.prepared is not None:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
+    split = None
+    if prepared is None:
+        split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
+    elif main or not sharded:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
         scratch = None  # another rank's training CSR: its own memory-mapped copy, removed when train returns
         if out is not None and not main:
             out.mkdir(parents=True, exist_ok=True)
             scratch = tempfile.TemporaryDirectory(prefix=f".rank{group.rank}-split-", dir=out)
         split = split_hashed(graph, config.val_fraction, config.test_fraction, seed=config.seed,
                              out_dir=None if out is None else out / "split" if main else scratch.name)
-    else:
-        split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
-    num_edges = graph.num_edges
-    csr = (graph.indptr, graph.indices)  # for graph.npz (topk --exclude-existing, the report) and the fingerprint
+    train_graph = None if split is None else split.train_graph()
+    if split is not None:
+        log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test "
+            f"edges [{time.perf_counter() - t:.1f}s]")
+    shards = None  # (this rank's sharded training graph, its shard of the features)
+    if sharded:
+        shards = partition(group, graph, train_graph, x, device=device, copy=not main, train_rows=lambda a, b: (
+            hashed_train_rows(graph, a, b, config.val_fraction, config.test_fraction, seed=config.seed)))
+        log(f"neighbour sampling: the training graph and the features sharded over {group.world_size} processes "
+            f"(rank 0 holds {shards[0].indices.local.size:,} of {shards[0].indices.size:,} CSR entries)")
+        if not main:  # only the shards are kept
+            inputs = split = train_graph = x = None
+    x = _features(x)  # a prepared graph's features are copied from the map here
+    csr = (graph.indptr, graph.indices) if main else None  # for graph.npz (topk --exclude-existing, the report)
     del graph  # from here on only the training graph is needed
-    train_graph = split.train_graph()
-    log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test edges"
-        f" [{time.perf_counter() - t:.1f}s]")
 
     torch.manual_seed(config.seed)
-    model = build_model(config, None if x is None else x.shape[1], num_nodes).to(device)
-    has_val = split.val_pos.shape[1] > 0
+    model = build_model(config, num_features, num_nodes).to(device)
+    has_val = main and split.val_pos.shape[1] > 0
     model.encoder.checkpoint_activations = config.checkpoint_activations
-    strategy_name = _choose_strategy(config, num_nodes, num_edges, None if x is None else x.shape[1], log,
-                                     prepared=inputs.prepared is not None, device=device, group=group)
-    strategy = _strategy(config, strategy_name, train_graph, log, group)
+    strategy = _strategy(config, strategy_name, train_graph if shards is None else shards[0], log, group)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
     # strategy builds that operator for training anyway.
-    block = LAYERWISE_BLOCK if inputs.prepared is not None and strategy_name in ("cluster", "neighbor") else None
-    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log)
+    block = LAYERWISE_BLOCK if prepared is not None and strategy_name in ("cluster", "neighbor") else None
+    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log, group)
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
     train_start = rss_bytes()  # what training starts from: graph, split, features, model
     x = None if x is None else x.to(device)  # on the CPU: the same tensor
+    sampled_graph, features = (train_graph, x) if shards is None else shards  # what the strategy reads
     with peer_failures() if group is not None else contextlib.nullcontext():
-        result = fit(model, x, train_graph, train_pairs,
-                     val=(split.val_pos, split.val_neg) if has_val and main else None,
+        result = fit(model, features, sampled_graph, train_pairs, val=(split.val_pos, split.val_neg) if has_val else None,
                      epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                      patience=config.patience, progress=not config.quiet and main,
                      loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
@@ -161,7 +176,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                    training_start_rss_bytes=train_start, training_peak_rss_bytes=train_peak, strategy=strategy_name,
                    processes=1 if group is None else group.world_size, device=str(device),
                    num_nodes=num_nodes, num_edges=num_edges, train_edges=split.num_train,
-                   prepared=None if inputs.prepared is None else str(inputs.prepared), torch_threads=torch.get_num_threads(),
+                   prepared=None if prepared is None else str(prepared), torch_threads=torch.get_num_threads(),
                    history=result.history)
     embeddings = z.numpy().astype(np.float32)
     node_ids = inputs.node_ids
@@ -199,7 +214,7 @@ class Inputs:
     """What training reads: the graph (memory-mapped when ``prepared``), the features, the original ids."""
 
     graph: Graph
-    x: torch.Tensor | None
+    x: torch.Tensor | np.ndarray | None  # a prepared graph's: its memory-mapped (N, F) array
     node_ids: np.ndarray | None  # None for a prepared graph: its nodes.tsv is copied
     prepared: Path | None = None
 
@@ -214,9 +229,8 @@ def _inputs(config: TrainConfig, data: EdgeList | None, log) -> Inputs:
         p = open_prepared(config.edges)
         log(f"opened {p.path}: {p.graph.num_nodes:,} nodes, {p.graph.num_edges:,} edges, memory-mapped "
             f"(prepared from {p.manifest['source']}) [{time.perf_counter() - t:.1f}s]")
-        x = None if p.x is None else torch.from_numpy(np.array(p.x, dtype=np.float32))  # a copy: the map is read-only
-        _log_features(x, log)
-        return Inputs(p.graph, x, None, p.path)
+        _log_features(p.x, log)
+        return Inputs(p.graph, p.x, None, p.path)  # the features stay mapped until train knows which rows it needs
     if data is None and config.edges is not None and Path(config.edges).is_dir():
         raise InputFileError(config.edges, "is a directory but not a prepared graph (no graph.json); pass an "
                                            "edge-list file, or a directory written by 'gaescale prepare'.")
@@ -228,6 +242,12 @@ def _inputs(config: TrainConfig, data: EdgeList | None, log) -> Inputs:
     _log_features(x, log)
     ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
     return Inputs(graph, x, ids)
+
+
+def _features(x) -> torch.Tensor | None:
+    """The features as a float32 tensor: a prepared graph's memory-mapped ``(N, F)`` array is copied (the map
+    is read-only)."""
+    return torch.from_numpy(np.array(x, dtype=np.float32)) if isinstance(x, np.ndarray) else x
 
 
 def _log_features(x, log) -> None:
@@ -303,18 +323,23 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
     return FullBatch() if group is None else ShardedFullBatch(group)
 
 
-def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
-                   log) -> tuple[Checkpointer | None, dict | None]:
+def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x, log,
+                   group=None) -> tuple[Checkpointer | None, dict | None]:
     """The run's checkpointer (None without --out or with checkpoint_every=0) and, with --resume, the state
-    of its last checkpoint, checked against this configuration and graph. The hashed configuration holds
-    the strategy actually used, so a resumed ``auto`` run that would choose another one is refused."""
+    of its last checkpoint, checked against this configuration and graph (fingerprinted by rank 0 of a
+    ``group``, the only rank that need hold it all). The hashed configuration holds the strategy actually
+    used, so a resumed ``auto`` run that would choose another one is refused."""
     if config.resume and out is None:
         raise ParameterError("resume", "train", "used with an output directory (out / --out) that holds the "
                                                 "checkpoints", True)
     if out is None or not (config.checkpoint_every or config.resume):
         return None, None
+    main = group is None or group.is_main
+    fingerprint = data_fingerprint(*csr, None if x is None else x.cpu().numpy()) if main else None
+    if group is not None:
+        fingerprint = gather(fingerprint, waiting=True)[0]
     ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, {**config.to_dict(), "strategy": strategy},
-                        data_fingerprint(*csr, None if x is None else x.numpy()), fresh=not config.resume)
+                        fingerprint, fresh=not config.resume)
     if not config.resume:
         return ckpt, None
     state = ckpt.load_latest()

@@ -112,6 +112,35 @@ def _edge_hash(u: np.ndarray, v: np.ndarray, num_nodes: int, seed: int) -> np.nd
     return (k >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
+def _hashed_block(graph: Graph, start: int, stop: int, val_fraction: float, test_fraction: float,
+                  seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR entries of rows ``start:stop`` as ``(rows, cols, is_val, is_test)``, each ``(k,)``: where
+    :func:`split_hashed` sends each (both directions of an edge go the same way)."""
+    lo, hi = int(graph.indptr[start]), int(graph.indptr[stop])
+    cols = np.asarray(graph.indices[lo:hi])
+    rows = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(np.asarray(graph.indptr[start:stop + 1])))
+    h = _edge_hash(rows, cols, graph.num_nodes, seed)
+    is_test = h < test_fraction
+    return rows, cols, (h >= test_fraction) & (h < test_fraction + val_fraction), is_test
+
+
+def hashed_train_rows(graph: Graph, start: int, stop: int, val_fraction: float = 0.05, test_fraction: float = 0.10,
+                      *, seed: int = 0, block: int = 1 << 23) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start:stop`` of the training graph of :func:`split_hashed` (same fractions and seed), computed
+    from those rows of ``graph`` alone, ``block`` entries at a time: ``(degree: (stop - start,) int64,
+    indices: (degree.sum(),))``. What one rank of a partitioned run reads (:mod:`gaescale.shards`)."""
+    _check_fractions("hashed_train_rows", val_fraction, test_fraction)
+    first = np.asarray(graph.indptr[start:stop + 1], np.int64)
+    cuts = row_ranges(first - first[0], block) + start
+    deg, kept = np.zeros(stop - start, np.int64), [np.zeros(0, graph.indices.dtype)]
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        rows, cols, is_val, is_test = _hashed_block(graph, int(a), int(b), val_fraction, test_fraction, seed)
+        keep = ~(is_test | is_val)
+        deg[a - start:b - start] = np.bincount(rows[keep] - a, minlength=b - a)
+        kept.append(cols[keep])
+    return deg, np.concatenate(kept)
+
+
 def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0,
                  out_dir=None, block: int = 1 << 23) -> EdgeSplit:
     """Split a (memory-mapped) graph in one pass over its CSR, ``block`` entries at a time: edge ``{u, v}``
@@ -135,11 +164,7 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path.with_suffix(".tmp"), "wb")
     for a, b in zip(cuts[:-1], cuts[1:]):
-        lo, hi = int(indptr[a]), int(indptr[b])
-        cols = np.asarray(graph.indices[lo:hi])
-        rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(np.asarray(indptr[a:b + 1])))
-        h = _edge_hash(rows, cols, n, seed)
-        is_test, is_val = h < test_fraction, (h >= test_fraction) & (h < test_fraction + val_fraction)
+        rows, cols, is_val, is_test = _hashed_block(graph, a, b, val_fraction, test_fraction, seed)
         upper = rows < cols
         for name, mask in (("val", is_val), ("test", is_test)):
             held[name].append(np.stack([rows[mask & upper], cols[mask & upper].astype(np.int64)]))

@@ -9,7 +9,8 @@ strategies draw their own batches on each rank, from the rank's own generator
 (:func:`gaescale.distributed.rank_seed`), and every rank takes the same number of steps per epoch, as
 DDP needs: Cluster-GCN trains each rank on its own share of the METIS parts (its partition: the
 subgraph those parts induce, the only part of the graph it reads), neighbour sampling and FastGAE draw
-independent batches, an epoch of neighbour sampling being ``1 / world_size`` as many steps. A step's
+independent batches, an epoch of neighbour sampling being ``1 / world_size`` as many steps (its
+``graph`` and ``x`` may be sharded over the ranks, :mod:`gaescale.shards`: it reads them alike). A step's
 gradient is the mean of the ranks' batch gradients (DDP's average): a ``world_size`` times larger batch.
 """
 from __future__ import annotations
