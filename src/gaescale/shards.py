@@ -65,17 +65,19 @@ class ShardedRows:
         return self.shape[0]
 
     def __getitem__(self, index):
-        keys = (index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)).astype(np.int64)
+        small = self.bounds[-1] < 2**31  # 4-byte requests where they suffice
+        keys = (index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index))
+        keys = keys.astype(np.int32 if small else np.int64, copy=False)
         owner = np.searchsorted(self.bounds, keys, side="right") - 1
         order = np.argsort(owner.astype(np.uint16) if self.bounds.size <= 1 << 16 else owner, kind="stable")  # radix
         send = np.bincount(owner, minlength=len(self.bounds) - 1)
         recv = torch.empty(send.size, dtype=torch.int64)
         with peer_failures():
             dist.all_to_all_single(recv, torch.from_numpy(send))
-            asked = torch.empty(int(recv.sum()), dtype=torch.int64)
+            asked = torch.empty(int(recv.sum()), dtype=torch.int32 if small else torch.int64)
             dist.all_to_all_single(asked, torch.from_numpy(keys[order]), output_split_sizes=recv.tolist(),
                                    input_split_sizes=send.tolist())
-            mine = asked.numpy() - self.bounds[self.rank]
+            mine = asked.numpy().astype(np.int64) - self.bounds[self.rank]
             if isinstance(self.local, torch.Tensor):
                 answer = self.local[torch.from_numpy(mine)].contiguous()
             else:

@@ -1,0 +1,96 @@
+"""What sharding the training graph costs neighbour sampling: W processes (gloo on 127.0.0.1) draw the same
+link batches (positive edges, as many uniform pairs, fan-outs per hop, the features of the computation
+graph's nodes) from the whole graph held by each, and from their shards (:mod:`gaescale.shards`: the
+entries and feature rows of other processes' nodes fetched with ``all_to_all``). Sampling only: no
+encoder, no loss. Prints ms per batch on each side, their ratio, and the bytes a batch fetches.
+
+    .venv/bin/python bench/bench_shards.py --nodes 300000 --num-edges 10000000 --processes 2 4
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _batch(graph, x, fanouts, batch, gen):
+    from gaescale.samplers import neighbor_subgraph, sample_edges
+    pos, _ = sample_edges(graph, batch, gen)
+    neg = torch.randint(0, graph.num_nodes, (2, batch), generator=gen).numpy()
+    sub, _ = neighbor_subgraph(graph, np.unique(np.concatenate([pos, neg], axis=1)), fanouts, gen)
+    return sub, x[torch.from_numpy(sub.node_ids)]
+
+
+def _worker(rank, world, port, args, queue):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=300))
+    from gaescale.distributed import Dist
+    from gaescale.graph import Graph
+    from gaescale.shards import partition
+    from gaescale.synthetic import community_graph
+    data = community_graph(args.nodes, args.num_edges, seed=0)
+    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+    x = torch.from_numpy(data.x.astype(np.float32))
+    sharded, features = partition(Dist(rank, world, "gloo"), graph, graph, x)
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+    times = {}
+    for name, g, feats in (("whole", graph, x), ("sharded", sharded, features), ("whole", graph, x),
+                           ("sharded", sharded, features)):  # twice each, alternating; the second counts
+        gen = torch.Generator().manual_seed(rank + 1)
+        dist.barrier()
+        t = time.perf_counter()
+        nodes = 0
+        for _ in range(args.batches):
+            sub, rows = _batch(g, feats, fanouts, args.batch_size, gen)
+            nodes += sub.num_nodes
+        times[name] = ((time.perf_counter() - t) / args.batches, nodes / args.batches)
+    dist.barrier()
+    if rank == 0:
+        queue.put({**times, "dim": x.shape[1]})
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=300_000)
+    ap.add_argument("--num-edges", type=int, default=10_000_000)
+    ap.add_argument("--processes", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--batch-size", type=int, default=65_536)
+    ap.add_argument("--fanouts", default="5,5,5")
+    ap.add_argument("--batches", type=int, default=5)
+    args = ap.parse_args()
+    ctx = mp.get_context("spawn")
+    print(f"{args.nodes:,} nodes, {args.num_edges:,} edges, batches of {args.batch_size:,} edges and as many "
+          f"uniform pairs, fan-outs {args.fanouts}, {os.cpu_count()} cores, 1 thread per process\n")
+    print("| processes | nodes per batch | whole graph (ms/batch) | sharded (ms/batch) | sharded / whole | "
+          "bytes fetched per batch, at most (MB) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for w in args.processes:
+        queue = ctx.Queue()
+        mp.start_processes(_worker, args=(w, _port(), args, queue), nprocs=w, start_method="spawn")
+        t = queue.get()
+        (whole, nodes), (sharded, _) = t["whole"], t["sharded"]
+        # a request is an int64 key and its answer an int32 entry or a float32 feature row
+        fanout_total = sum(int(f) for f in args.fanouts.split(","))
+        bound = (2 * args.batch_size * 12 + nodes * fanout_total * 12 + nodes * (8 + 4 * t["dim"])) / 1e6
+        print(f"| {w} | {nodes:,.0f} | {whole * 1e3:.0f} | {sharded * 1e3:.0f} | {sharded / whole:.2f}x | {bound:.0f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
