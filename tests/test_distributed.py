@@ -306,6 +306,13 @@ group = distributed.from_torchrun(timeout=2, wait_timeout=60)
 if group.rank == 0:
     time.sleep(5)  # rank 0's own work (METIS, evaluation): longer than the 2 s timeout
 assert distributed.from_main(True, waiting=True)  # the others waited for it
+import numpy as np
+from gaescale.graph import Graph
+from gaescale.shards import partition
+path = Graph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), 4)
+if group.rank == 0:
+    time.sleep(5)  # rank 0 splits the whole graph while the others wait to gather the training degrees
+assert partition(group, path, path, None)[0].indptr.tolist() == path.indptr.tolist()
 if group.rank == 0:
     time.sleep(5)
 try:

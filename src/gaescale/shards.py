@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .distributed import Dist, peer_failures
+from .distributed import Dist, gather, peer_failures
 from .graph import Graph
 
 
@@ -114,7 +114,7 @@ def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
         local = np.array(local) if copy else local
     else:
         degree, local = train_rows(a, b)
-    indptr = np.concatenate([[0], np.cumsum(_gather_ranges(degree, bounds))]).astype(np.int64)
+    indptr = np.concatenate([[0], np.cumsum(_gather_ranges(degree))]).astype(np.int64)
     features = None
     if x is not None:
         rows = x[a:b]  # a tensor, or the memory-mapped features of a prepared graph
@@ -126,14 +126,8 @@ def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
     return sharded_graph(indptr, local, bounds, r), features
 
 
-def _gather_ranges(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """``(bounds[-1],)`` int64: every rank's ``values`` (rank ``r``'s of length ``bounds[r + 1] - bounds[r]``),
-    in rank order."""
-    sizes = np.diff(bounds)
-    width = int(sizes.max()) if sizes.size else 0
-    mine = torch.zeros(width, dtype=torch.int64)
-    mine[:values.size] = torch.from_numpy(np.asarray(values, np.int64))
-    parts = [torch.empty(width, dtype=torch.int64) for _ in sizes]
-    with peer_failures():
-        dist.all_gather(parts, mine)
-    return np.concatenate([p[:s].numpy() for p, s in zip(parts, sizes)]) if sizes.size else np.zeros(0, np.int64)
+def _gather_ranges(values: np.ndarray) -> np.ndarray:
+    """Every rank's ``values`` (1-D), concatenated in rank order. The others may wait long here while rank 0
+    splits the whole graph, so it runs among the collectives that allow that (see
+    :func:`gaescale.distributed.from_torchrun`)."""
+    return np.concatenate([np.asarray(v, np.int64) for v in gather(np.asarray(values, np.int64), waiting=True)])
