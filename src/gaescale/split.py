@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -112,16 +113,34 @@ def _edge_hash(u: np.ndarray, v: np.ndarray, num_nodes: int, seed: int) -> np.nd
     return (k >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
-def _hashed_block(graph: Graph, start: int, stop: int, val_fraction: float, test_fraction: float,
-                  seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The CSR entries of rows ``start:stop`` as ``(rows, cols, is_val, is_test)``, each ``(k,)``: where
-    :func:`split_hashed` sends each (both directions of an edge go the same way)."""
-    lo, hi = int(graph.indptr[start]), int(graph.indptr[stop])
-    cols = np.asarray(graph.indices[lo:hi])
-    rows = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(np.asarray(graph.indptr[start:stop + 1])))
-    h = _edge_hash(rows, cols, graph.num_nodes, seed)
-    is_test = h < test_fraction
-    return rows, cols, (h >= test_fraction) & (h < test_fraction + val_fraction), is_test
+class _Block(NamedTuple):
+    """The CSR entries of rows ``start:stop``: ``rows``, ``cols``, and where :func:`split_hashed` sends each
+    (``is_val``, ``is_test``; both directions of an edge go the same way), each ``(k,)``."""
+
+    start: int
+    stop: int
+    rows: np.ndarray
+    cols: np.ndarray
+    is_val: np.ndarray
+    is_test: np.ndarray
+
+    def train(self) -> tuple[np.ndarray, np.ndarray]:
+        """The training graph's part of these rows: ``(degree: (stop - start,), indices)``."""
+        keep = ~(self.is_test | self.is_val)
+        return np.bincount(self.rows[keep] - self.start, minlength=self.stop - self.start), self.cols[keep]
+
+
+def _hashed_blocks(graph: Graph, start: int, stop: int, val_fraction: float, test_fraction: float, seed: int,
+                   block: int) -> Iterator[_Block]:
+    """Rows ``start:stop`` of ``graph`` split by :func:`_edge_hash`, ``block`` entries at a time."""
+    first = np.asarray(graph.indptr[start:stop + 1], np.int64)
+    cuts = row_ranges(first - first[0], block) + start
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
+        cols = np.asarray(graph.indices[lo:hi])
+        rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(np.asarray(graph.indptr[a:b + 1])))
+        h = _edge_hash(rows, cols, graph.num_nodes, seed)
+        yield _Block(a, b, rows, cols, (h >= test_fraction) & (h < test_fraction + val_fraction), h < test_fraction)
 
 
 def hashed_train_rows(graph: Graph, start: int, stop: int, val_fraction: float = 0.05, test_fraction: float = 0.10,
@@ -130,14 +149,10 @@ def hashed_train_rows(graph: Graph, start: int, stop: int, val_fraction: float =
     from those rows of ``graph`` alone, ``block`` entries at a time: ``(degree: (stop - start,) int64,
     indices: (degree.sum(),))``. What one rank of a partitioned run reads (:mod:`gaescale.shards`)."""
     _check_fractions("hashed_train_rows", val_fraction, test_fraction)
-    first = np.asarray(graph.indptr[start:stop + 1], np.int64)
-    cuts = row_ranges(first - first[0], block) + start
     deg, kept = np.zeros(stop - start, np.int64), [np.zeros(0, graph.indices.dtype)]
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        rows, cols, is_val, is_test = _hashed_block(graph, int(a), int(b), val_fraction, test_fraction, seed)
-        keep = ~(is_test | is_val)
-        deg[a - start:b - start] = np.bincount(rows[keep] - a, minlength=b - a)
-        kept.append(cols[keep])
+    for blk in _hashed_blocks(graph, start, stop, val_fraction, test_fraction, seed, block):
+        deg[blk.start - start:blk.stop - start], cols = blk.train()
+        kept.append(cols)
     return deg, np.concatenate(kept)
 
 
@@ -154,8 +169,7 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
         raise ParameterError("val_fraction + test_fraction", "split_hashed", "below 1 to leave training edges",
                              round(val_fraction + test_fraction, 6))
     graph.require_edges()
-    n, indptr = graph.num_nodes, graph.indptr
-    cuts = row_ranges(indptr, block)
+    n = graph.num_nodes
     deg = np.zeros(n, np.int64)
     held: dict[str, list[np.ndarray]] = {"val": [], "test": []}
     kept = []
@@ -163,17 +177,15 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path.with_suffix(".tmp"), "wb")
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        rows, cols, is_val, is_test = _hashed_block(graph, a, b, val_fraction, test_fraction, seed)
-        upper = rows < cols
-        for name, mask in (("val", is_val), ("test", is_test)):
-            held[name].append(np.stack([rows[mask & upper], cols[mask & upper].astype(np.int64)]))
-        keep = ~(is_test | is_val)
-        deg[a:b] = np.bincount(rows[keep] - a, minlength=b - a)
+    for blk in _hashed_blocks(graph, 0, n, val_fraction, test_fraction, seed, block):
+        upper = blk.rows < blk.cols
+        for name, mask in (("val", blk.is_val), ("test", blk.is_test)):
+            held[name].append(np.stack([blk.rows[mask & upper], blk.cols[mask & upper].astype(np.int64)]))
+        deg[blk.start:blk.stop], cols = blk.train()
         if path is None:
-            kept.append(cols[keep])
+            kept.append(cols)
         else:
-            cols[keep].tofile(fh)
+            cols.tofile(fh)
     train_indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     if path is None:
         train = Graph(train_indptr, np.concatenate(kept), n)
