@@ -27,10 +27,11 @@ def _port() -> int:
 
 
 def _batch(graph, x, fanouts, batch, gen):
+    from gaescale.graph import sorted_unique
     from gaescale.samplers import neighbor_subgraph, sample_edges
     pos, _ = sample_edges(graph, batch, gen)
     neg = torch.randint(0, graph.num_nodes, (2, batch), generator=gen).numpy()
-    sub, _ = neighbor_subgraph(graph, np.unique(np.concatenate([pos, neg], axis=1)), fanouts, gen)
+    sub, _ = neighbor_subgraph(graph, sorted_unique(np.concatenate([pos, neg], axis=None)), fanouts, gen)
     return sub, x[torch.from_numpy(sub.node_ids)]
 
 
