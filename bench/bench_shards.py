@@ -47,7 +47,7 @@ def _worker(rank, world, port, args, queue):
     data = community_graph(args.nodes, args.num_edges, seed=0)
     graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
     x = torch.from_numpy(data.x.astype(np.float32))
-    sharded, features = partition(Dist(rank, world, "gloo"), graph, graph, x)
+    sharded, features = partition(Dist(rank, world, "gloo"), graph, graph, x)[:2]
     fanouts = [int(f) for f in args.fanouts.split(",")]
     times = {}
     for name, g, feats in (("whole", graph, x), ("sharded", sharded, features), ("whole", graph, x),

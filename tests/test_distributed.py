@@ -217,6 +217,34 @@ def test_neighbor_sampling_ranks_of_a_prepared_graph_step_like_one_process_holdi
     assert sorted(p.name for p in (tmp_path / "two" / "split").iterdir()) == ["train_indices.bin"]
 
 
+def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(edges, tmp_path):
+    """Validation and the outputs come from embeddings that each rank computes for its own nodes (rank 0
+    holds neither the training graph nor the features): they are what one process holding it all computes
+    with the saved (best) weights."""
+    from gaescale.config import TrainConfig
+    from gaescale.evaluate import link_scores
+    from gaescale.pipeline import build_model
+    from gaescale.prepare import open_prepared, prepare
+    from gaescale.split import split_hashed
+    prepare(edges, tmp_path / "g")
+    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+                 extra=["--strategy", "neighbor", "--val-fraction", "0.1", "--epochs", "6", "--eval-every", "1",
+                        "--batch-size", "1024", "--fanouts", "5,5", "--dropout", "0.3",
+                        "--lr", "0.3"])  # high: here the best epoch is not the last, so rank 0's weights must reach rank 1
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)
+    model = build_model(TrainConfig.from_dict(saved["config"]), saved["in_dim"], saved["num_nodes"])
+    model.load_state_dict(saved["state_dict"])
+    p = open_prepared(tmp_path / "g")
+    z = model.embed(torch.from_numpy(np.array(p.x)), split_hashed(p.graph, 0.1, 0.1, seed=0).train_graph())
+    np.testing.assert_allclose(np.load(tmp_path / "two" / "embeddings.npy"), z.numpy(), rtol=1e-4, atol=1e-5)
+    held = np.load(tmp_path / "two" / "heldout.npz")
+    best = metrics["history"][metrics["best_epoch"] - 1]
+    assert best["val_auc"] == pytest.approx(link_scores(z, held["val_pos"], held["val_neg"])[0], abs=1e-6)
+    assert metrics["test_auc"] == pytest.approx(link_scores(z, held["test_pos"], held["test_neg"])[0], abs=1e-6)
+
+
 def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_where_it_stopped(edges, tmp_path):
     args = ["--strategy", "neighbor", "--batch-size", "2048", "--fanouts", "5,5", "--checkpoint-every", "1"]
     launch = lambda: [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port())]  # noqa: E731

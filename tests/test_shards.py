@@ -8,10 +8,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from gaescale.distributed import Dist
+from gaescale.distributed import Dist, broadcast_state
 from gaescale.graph import Graph
 from gaescale.samplers import neighbor_subgraph, sample_edges
-from gaescale.shards import node_bounds, partition
+from gaescale.encoders import GCN, SAGE
+from gaescale.models import GAE, VGAE
+from gaescale.shards import embed_sharded, node_bounds, partition
 from gaescale.split import hashed_train_rows, split_edges, split_hashed
 
 from conftest import random_edges
@@ -32,7 +34,7 @@ def _worker(rank: int, world: int, port: int) -> None:
         group, graph = Dist(rank, world, "gloo"), _graph()
         x = torch.randn(N, 5, generator=torch.Generator().manual_seed(0))
         train = split_edges(graph, 0.05, 0.10, seed=1).train_graph()
-        sharded, features = partition(group, graph, train, x)
+        sharded, features = partition(group, graph, train, x)[:2]
         bounds = node_bounds(graph.indptr, world)
         lo, hi = train.indptr[bounds[rank]], train.indptr[bounds[rank + 1]]
         assert np.array_equal(sharded.indptr, train.indptr) and sharded.indices.size == train.indices.size
@@ -60,12 +62,38 @@ def _worker(rank: int, world: int, port: int) -> None:
         # a rank that does not hold the training graph computes its rows from the whole graph's
         hashed = split_hashed(graph, 0.05, 0.10, seed=3).train_graph()
         rows_of = lambda a, b: hashed_train_rows(graph, a, b, 0.05, 0.10, seed=3)  # noqa: E731
-        own, _ = partition(group, graph, hashed if rank == 0 else None, None, train_rows=rows_of)
+        own = partition(group, graph, hashed if rank == 0 else None, None, train_rows=rows_of).graph
         assert np.array_equal(own.indptr, hashed.indptr)
         keys = rng.integers(0, hashed.indices.size, 100)
         assert np.array_equal(own.indices[keys], hashed.indices[keys])
+
+        # rank 0's weights reach every rank
+        model = GAE(GCN(5, [4]))
+        torch.nn.init.constant_(model.encoder.lins[0].weight, float(rank))
+        broadcast_state(model)
+        assert torch.equal(model.encoder.lins[0].weight, torch.zeros(4, 5))
+
+        # every rank embeds its own nodes, fetching its neighbours' rows: rank 0 gets a forward pass's z
+        with_x, without = partition(group, graph, train, x), partition(group, graph, train, None)
+        for name, model in _models():
+            featureless = model.encoder.featureless
+            z = embed_sharded(model, without if featureless else with_x, block=37)  # a different number of
+            if rank:  # blocks on each rank
+                assert z is None
+                continue
+            expected = model.embed(None if featureless else x, train)
+            torch.testing.assert_close(z, expected, rtol=1e-5, atol=1e-6, msg=name)
     finally:
         dist.destroy_process_group()
+
+
+def _models():
+    """The same weights on every rank; dropout, which evaluation must not apply."""
+    torch.manual_seed(0)
+    for name, enc in (("gcn", GCN), ("sage", SAGE)):
+        yield name, GAE(enc(5, [16, 12, 4], dropout=0.5))
+        yield f"featureless {name}", GAE(enc(None, [8, 4], num_nodes=N, dropout=0.5))
+    yield "vgae", VGAE(GCN(5, [6, 2 * 3]))
 
 
 def _port() -> int:

@@ -128,6 +128,16 @@ def broadcast_array(array: np.ndarray | None) -> np.ndarray:
     return t.numpy()
 
 
+def broadcast_state(module: torch.nn.Module) -> None:
+    """Load rank 0's parameters and buffers into ``module`` on every rank (after training, rank 0 alone
+    restored the weights of its best validation)."""
+    with torch.no_grad():
+        for value in module.state_dict().values():
+            host = value.detach().cpu().clone()
+            _collective(dist.broadcast, host, 0, waiting=True)
+            value.copy_(host)
+
+
 def gather(obj, *, waiting: bool = False) -> list:
     """``obj`` of every rank, in rank order, on every rank (small picklable objects: random states)."""
     out = [None] * dist.get_world_size()

@@ -18,7 +18,8 @@ from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .devices import resolve_device
-from .distributed import ShardedFullBatch, barrier, broadcast_array, choice_from_main, gather, peer_failures
+from .distributed import (ShardedFullBatch, barrier, broadcast_array, broadcast_state, choice_from_main, gather,
+                          peer_failures)
 from .encoders import ENCODERS
 from .errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
@@ -29,7 +30,7 @@ from .evaluate import hits_at_k, link_scores, mrr, pair_scores
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
 from .prepare import is_prepared, open_prepared
-from .shards import partition
+from .shards import embed_sharded, partition
 from .split import hashed_train_rows, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
@@ -117,34 +118,42 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if split is not None:
         log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test "
             f"edges [{time.perf_counter() - t:.1f}s]")
-    shards = None  # (this rank's sharded training graph, its shard of the features)
+    shards = None  # this rank's shards of the training graph and the features
     if sharded:
-        shards = partition(group, graph, train_graph, x, device=device, copy=not main, train_rows=lambda a, b: (
+        shards = partition(group, graph, train_graph, x, device=device, train_rows=lambda a, b: (
             hashed_train_rows(graph, a, b, config.val_fraction, config.test_fraction, seed=config.seed)))
         log(f"neighbour sampling: the training graph and the features sharded over {group.world_size} processes "
-            f"(rank 0 holds {shards[0].indices.local.size:,} of {shards[0].indices.size:,} CSR entries)")
-        if not main:  # only the shards are kept
-            inputs = split = train_graph = x = None
-    x = _features(x)  # a prepared graph's features are copied from the map here
+            f"(rank 0 holds {shards.graph.indices.local.size:,} of {shards.graph.indices.size:,} CSR entries); "
+            "each embeds its own nodes")
     csr = (graph.indptr, graph.indices) if main else None  # for graph.npz (topk --exclude-existing, the report)
+    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log, group)
+    if sharded:  # only the shards are kept (rank 0 keeps the held-out edges of the split)
+        train_graph = x = None
+        if not main:
+            inputs = split = None
+    x = _features(x)  # a prepared graph's features are copied from the map here
     del graph  # from here on only the training graph is needed
 
     torch.manual_seed(config.seed)
     model = build_model(config, num_features, num_nodes).to(device)
     has_val = main and split.val_pos.shape[1] > 0
     model.encoder.checkpoint_activations = config.checkpoint_activations
-    strategy = _strategy(config, strategy_name, train_graph if shards is None else shards[0], log, group)
+    strategy = _strategy(config, strategy_name, train_graph if shards is None else shards.graph, log, group)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
-    # strategy builds that operator for training anyway.
-    block = LAYERWISE_BLOCK if prepared is not None and strategy_name in ("cluster", "neighbor") else None
-    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log, group)
+    # strategy builds that operator for training anyway; the shards always are, by every rank.
+    layerwise = shards is not None or (prepared is not None and strategy_name in ("cluster", "neighbor"))
+    block = LAYERWISE_BLOCK if layerwise else None
+    if shards is None:
+        embed = lambda: model.embed(x, train_graph, block=block)  # noqa: E731
+    else:
+        embed = lambda: embed_sharded(model, shards, block=block)  # noqa: E731
     setup_peak = peak_rss_bytes()  # reading, graph and split; the training phase's own peak is measured apart
     phase_measured = reset_peak_rss()
     train_start = rss_bytes()  # what training starts from: graph, split, features, model
     x = None if x is None else x.to(device)  # on the CPU: the same tensor
-    sampled_graph, features = (train_graph, x) if shards is None else shards  # what the strategy reads
+    sampled_graph, features = (train_graph, x) if shards is None else shards[:2]  # what the strategy reads
     with peer_failures() if group is not None else contextlib.nullcontext():
         result = fit(model, features, sampled_graph, train_pairs, val=(split.val_pos, split.val_neg) if has_val else None,
                      epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
@@ -152,17 +161,23 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                      loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                       neg_ratio=config.neg_ratio),
                      checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
-                     time_limit=config.time_limit, embed=lambda: model.embed(x, train_graph, block=block),
-                     precision=config.precision, group=group)
+                     time_limit=config.time_limit, embed=embed if main or shards is not None else None,
+                     embed_collective=shards is not None, precision=config.precision, group=group)
+        train_peak = peak_rss_bytes() if phase_measured else None
+        t = time.perf_counter()
+        if shards is not None:  # every rank embeds its nodes with rank 0's (best) weights
+            broadcast_state(model)
+            z = embed()
         if group is not None:
             barrier()
-    train_peak = peak_rss_bytes() if phase_measured else None
     if not main:
         return None
-    t = time.perf_counter()
-    z = model.embed(x, train_graph, block=block).cpu()
+    if shards is None:
+        t = time.perf_counter()
+        z = model.embed(x, train_graph, block=block).cpu()
     if block:
-        log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time [{time.perf_counter() - t:.1f}s]")
+        log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time"
+            f"{', each of the processes its own' if shards is not None else ''} [{time.perf_counter() - t:.1f}s]")
     metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
     if has_val:
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
@@ -188,7 +203,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         else:
             write_ids(out / "nodes.tsv", node_ids)
         write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
-                                       "config": config.to_dict(), "in_dim": None if x is None else int(x.shape[1]),
+                                       "config": config.to_dict(), "in_dim": num_features,
                                        "num_nodes": int(num_nodes), "gaescale_version": __version__})
         write_json(out / "config.json", config.to_dict())
         if inputs.prepared is not None:  # the graph stays where it is; the run names it
@@ -248,6 +263,11 @@ def _features(x) -> torch.Tensor | None:
     """The features as a float32 tensor: a prepared graph's memory-mapped ``(N, F)`` array is copied (the map
     is read-only)."""
     return torch.from_numpy(np.array(x, dtype=np.float32)) if isinstance(x, np.ndarray) else x
+
+
+def _numpy(x) -> np.ndarray | None:
+    """The features as a float32 array, without a copy where they are one (a prepared graph's map)."""
+    return x.cpu().numpy() if isinstance(x, torch.Tensor) else None if x is None else np.asarray(x, np.float32)
 
 
 def _log_features(x, log) -> None:
@@ -335,7 +355,7 @@ def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
     if out is None or not (config.checkpoint_every or config.resume):
         return None, None
     main = group is None or group.is_main
-    fingerprint = data_fingerprint(*csr, None if x is None else x.cpu().numpy()) if main else None
+    fingerprint = data_fingerprint(*csr, _numpy(x)) if main else None
     if group is not None:
         fingerprint = gather(fingerprint, waiting=True)[0]
     ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, {**config.to_dict(), "strategy": strategy},

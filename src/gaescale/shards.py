@@ -9,6 +9,11 @@ row pointer ``indptr: (N + 1,)`` (8 bytes per node), so it knows each node's deg
 each neighbour slot. The entries and feature rows that a batch needs from other ranks come in one
 exchange per read (:class:`ShardedRows`: ``all_to_all`` of the counts, of the requests, of the answers).
 
+Evaluation runs on the shards too (:func:`embed_sharded`): each rank embeds its own nodes layer by layer,
+fetching the previous layer's rows of their neighbours from the ranks that own them (the halo), and rank 0
+gathers the ``(N, d)`` embeddings it scores. So after the split (rank 0 streams over the whole graph to
+draw the held-out edges) no rank holds the whole training graph or all the features.
+
 Sampling from a :func:`sharded_graph` draws what sampling from the whole graph would, bit for bit:
 :func:`gaescale.samplers.sample_edges` and :func:`~gaescale.samplers.sample_neighbors` choose slot
 positions from the degrees alone and then read only the entries at those slots. Every rank must read the
@@ -17,14 +22,16 @@ do: the same number of steps, each reading the drawn edges, one set of slots per
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.distributed as dist
 
 from .distributed import Dist, gather, peer_failures
-from .graph import Graph
+from .graph import Graph, sorted_unique
+from .sparse import to_torch_csr
 
 
 def node_bounds(indptr: np.ndarray, world_size: int) -> np.ndarray:
@@ -96,34 +103,107 @@ def sharded_graph(indptr: np.ndarray, local_indices: np.ndarray, bounds: np.ndar
     return Graph(indptr, ShardedRows(local_indices, np.asarray(indptr)[bounds], rank), int(indptr.size - 1))
 
 
+class Shards(NamedTuple):
+    """This rank's shards: the training ``graph`` (a :func:`sharded_graph`), the ``features`` (a
+    :class:`ShardedRows`, or None for a featureless graph), and the node ``bounds: (W + 1,)`` of every rank."""
+
+    graph: Graph
+    features: ShardedRows | None
+    bounds: np.ndarray
+    rank: int
+
+
 def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
-              train_rows: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None, device=None,
-              copy: bool = True) -> tuple[Graph, ShardedRows | None]:
-    """This rank's shard of the training graph and of the features ``x: (N, F)`` (or None), as a
-    :func:`sharded_graph` and a :class:`ShardedRows` on ``device``. Nodes are cut by ``graph`` (the whole
-    graph, whose row pointer every rank has). The rank's neighbour lists come from ``train`` (the training
-    graph, when this rank holds it; ``copy`` them to let it go) or from ``train_rows(start, stop) ->
-    (degree, indices)`` (:func:`gaescale.split.hashed_train_rows`: computed from those rows of ``graph``
-    alone); the training graph's row pointer is gathered from every rank's degrees."""
+              train_rows: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None,
+              device=None) -> Shards:
+    """This rank's shard of the training graph and of the features ``x: (N, F)`` (or None), the features
+    on ``device``. Nodes are cut by ``graph`` (the whole graph, whose row pointer every rank has). The
+    rank's neighbour lists are copied from ``train`` (the training graph, when this rank holds it) or come
+    from ``train_rows(start, stop) -> (degree, indices)`` (:func:`gaescale.split.hashed_train_rows`:
+    computed from those rows of ``graph`` alone); the training graph's row pointer is gathered from every
+    rank's degrees. Nothing returned refers to ``train`` or ``x``: they can be let go."""
     w, r = group.world_size, group.rank
     bounds = node_bounds(graph.indptr, w)
     a, b = int(bounds[r]), int(bounds[r + 1])
     if train is not None:
         degree = np.diff(np.asarray(train.indptr[a:b + 1], np.int64))
-        local = train.indices[int(train.indptr[a]):int(train.indptr[b])]
-        local = np.array(local) if copy else local
+        local = np.array(train.indices[int(train.indptr[a]):int(train.indptr[b])])
     else:
         degree, local = train_rows(a, b)
     indptr = np.concatenate([[0], np.cumsum(_gather_ranges(degree))]).astype(np.int64)
     features = None
     if x is not None:
         rows = x[a:b]  # a tensor, or the memory-mapped features of a prepared graph
-        if isinstance(rows, torch.Tensor):
-            rows = rows.clone() if copy else rows
-        else:
-            rows = torch.from_numpy(np.array(rows, np.float32))
+        rows = rows.clone() if isinstance(rows, torch.Tensor) else torch.from_numpy(np.array(rows, np.float32))
         features = ShardedRows(rows, bounds, r, device=device)
-    return sharded_graph(indptr, local, bounds, r), features
+    return Shards(sharded_graph(indptr, local, bounds, r), features, bounds, r)
+
+
+@torch.no_grad()
+def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 16) -> torch.Tensor | None:
+    """The evaluation-mode embeddings ``z: (N, d)`` of ``model`` (a GAE or VGAE whose encoder has
+    ``layerwise``: gaescale's GCN and SAGE) on the sharded training graph, on rank 0's CPU; None on the
+    other ranks. A collective: every rank calls it with the same weights.
+
+    Layer-wise inference over the shards (as :meth:`gaescale.encoders.GCN.layerwise` over the whole graph):
+    for each layer, each rank computes its nodes' outputs ``block`` rows at a time; a block's operator has
+    one column per node of the block followed by one per other neighbour (the halo), whose rows of the
+    layer's source (what the operator multiplies: ``D^-1/2 h W`` for GCN) are fetched from their owners in
+    one exchange. Memory per rank: its nodes' input and output of a layer, and one block with its halo."""
+    encoder, bounds, rank = model.encoder, shards.bounds, shards.rank
+    a, b = int(bounds[rank]), int(bounds[rank + 1])
+    indptr = np.asarray(shards.graph.indptr[a:b + 1], np.int64)
+    indices = shards.graph.indices.local
+    own = Graph(indptr - indptr[0], indices, b - a, node_ids=np.arange(a, b, dtype=np.int64))  # global columns
+    device = encoder.device
+    h = None if shards.features is None else shards.features.local.to(device)
+    blocks = int(max(-(-(int(hi) - int(lo)) // block) for lo, hi in zip(bounds[:-1], bounds[1:])))  # on every rank
+    was = model.training
+    model.eval()
+    try:
+        for i in range(len(encoder.layers)):
+            # The layer's source as node rows of this rank (its other parts, e.g. GCN's post-linear, kept).
+            source = list(encoder._layer_source(i, h, own))
+            rowwise = [k for k, t in enumerate(source) if isinstance(t, torch.Tensor)]
+            widths = [source[k].reshape(b - a, -1).shape[1] for k in rowwise]
+            table = ShardedRows(torch.cat([source[k].reshape(b - a, -1) for k in rowwise], 1).float().cpu(),
+                                bounds, rank, device=device)
+            out = torch.empty((b - a, encoder.lins[i].out_features), device=device)
+            for j in range(blocks):  # the same number of exchanges on every rank, empty past its own rows
+                start, stop = min(b, a + j * block), min(b, a + (j + 1) * block)
+                adjacency, halo = _block_operator(own, start - a, stop - a, a)
+                fetched = table[halo]
+                if stop == start:
+                    continue
+                part, at = list(source), 0
+                for k, width in zip(rowwise, widths):
+                    part[k] = fetched[:, at:at + width].reshape((-1,) + tuple(source[k].shape[1:])).contiguous()
+                    at += width
+                hb = None if h is None else h[start - a:stop - a]
+                out[start - a:stop - a] = encoder._layer_block(i, hb, tuple(part), adjacency.to(device), 0, stop - start)
+            h = out
+        z = model._eval_output(h).float().cpu()
+    finally:
+        model.train(was)
+    everything = np.arange(int(bounds[-1]), dtype=np.int64) if rank == 0 else np.empty(0, np.int64)
+    z = ShardedRows(z, bounds, rank)[everything]
+    return z if rank == 0 else None
+
+
+def _block_operator(own: Graph, start: int, stop: int, offset: int) -> tuple[torch.Tensor, np.ndarray]:
+    """The 0/1 rows ``start:stop`` of ``own`` (rows of a rank whose first node is ``offset``; global column
+    ids) as a torch CSR ``(stop - start, stop - start + h)``, and the ``(stop - start + h,)`` global nodes of
+    its columns: the block's own nodes, then the ``h`` other neighbours (sorted)."""
+    lo, hi = int(own.indptr[start]), int(own.indptr[stop])
+    cols = np.asarray(own.indices[lo:hi], np.int64)
+    first, last = offset + start, offset + stop
+    inside = (cols >= first) & (cols < last)
+    others = sorted_unique(cols[~inside])
+    size = stop - start
+    mapped = np.where(inside, cols - first, size + np.searchsorted(others, cols))
+    rows = sp.csr_matrix((np.ones(cols.size, np.float32), mapped, np.asarray(own.indptr[start:stop + 1]) - lo),
+                         shape=(size, size + others.size))
+    return to_torch_csr(rows, torch.float32), np.concatenate([np.arange(first, last, dtype=np.int64), others])
 
 
 def _gather_ranges(values: np.ndarray) -> np.ndarray:

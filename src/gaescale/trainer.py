@@ -39,7 +39,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
-        embed: Callable[[], torch.Tensor] | None = None, precision: str = "fp32", group=None) -> FitResult:
+        embed: Callable[[], torch.Tensor] | None = None, embed_collective: bool = False, precision: str = "fp32",
+        group=None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once; None for the strategies that draw their pairs from
     ``graph``: Cluster-GCN, FastGAE, neighbour sampling). With ``val = (pos, neg)``, the weights of the best
@@ -56,7 +57,9 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``group`` (a :class:`gaescale.distributed.Dist`): this process is one rank of a data-parallel group;
     the model is wrapped in ``DistributedDataParallel`` for the strategy's steps (which shard the loss),
     the recorded loss is the mean over the ranks, only rank 0 validates, and rank 0's decisions to stop
-    reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only. A strategy whose ranks draw their
+    reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only. With ``embed_collective``,
+    ``embed`` is a collective that every rank calls whenever rank 0 validates (the embeddings of a sharded
+    graph, :func:`gaescale.shards.embed_sharded`; it returns them on rank 0). A strategy whose ranks draw their
     own batches (all but ``shared_draws`` ones) gets a generator per rank
     (:func:`gaescale.distributed.rank_seed`), and checkpoints keep every rank's random state.
 
@@ -121,10 +124,16 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         rec: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s["seconds"][-1],
                                "steps": len(losses)}
         time_up = bool(time_limit and sum(s["seconds"]) >= time_limit)  # rank 0's decides, through "stopped"
-        if val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up):
+        due = val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up)
+        if embed_collective and group is not None:
+            due = distributed.from_main(due)
+        if due:
             model.eval()
             with torch.no_grad():
-                rec["val_auc"], rec["val_ap"] = link_scores(embed() if embed else model(x, graph), *val)
+                z = embed() if embed else model(x, graph)
+            if val is not None:
+                rec["val_auc"], rec["val_ap"] = link_scores(z, *val)
+        if "val_auc" in rec:
             if rec["val_auc"] > s["best_auc"]:
                 s.update(best_auc=rec["val_auc"], best_epoch=epoch, best_state=copy.deepcopy(model.state_dict()),
                          waited=0)
