@@ -3,8 +3,9 @@
 
 Mini-batch strategies (:mod:`gaescale.strategies`): each rank draws its own batches from its own
 generator (:func:`rank_seed`); Cluster-GCN ranks train on their own METIS parts (rank 0 runs METIS and
-broadcasts the parts); neighbour-sampling ranks each hold a shard of the training graph and features and
-fetch the rest of a batch from their peers (:mod:`gaescale.shards`). A step's gradient is DDP's mean
+broadcasts the parts); neighbour-sampling ranks each hold a shard of the training graph and features,
+fetch the rest of a batch from their peers, and embed their own nodes for evaluation
+(:mod:`gaescale.shards`). A step's gradient is DDP's mean
 over the ranks' batches.
 
 What is replicated and what is sharded (full batch, the graph replicated): every rank reads the whole

@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from .distributed import Dist, gather, peer_failures
-from .graph import Graph, sorted_unique
+from .graph import Graph
 from .sparse import to_torch_csr
 
 
@@ -76,13 +76,16 @@ class ShardedRows:
         keys = (index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index))
         keys = keys.astype(np.int32 if small else np.int64, copy=False)
         owner = np.searchsorted(self.bounds, keys, side="right") - 1
-        order = np.argsort(owner.astype(np.uint16) if self.bounds.size <= 1 << 16 else owner, kind="stable")  # radix
+        order = None  # keys already grouped by owner (sorted ones: a halo, every node) are sent as they are
+        if keys.size > 1 and np.any(owner[1:] < owner[:-1]):
+            order = np.argsort(owner.astype(np.uint16) if self.bounds.size <= 1 << 16 else owner, kind="stable")  # radix
         send = np.bincount(owner, minlength=len(self.bounds) - 1)
         recv = torch.empty(send.size, dtype=torch.int64)
         with peer_failures():
             dist.all_to_all_single(recv, torch.from_numpy(send))
             asked = torch.empty(int(recv.sum()), dtype=torch.int32 if small else torch.int64)
-            dist.all_to_all_single(asked, torch.from_numpy(keys[order]), output_split_sizes=recv.tolist(),
+            dist.all_to_all_single(asked, torch.from_numpy(np.ascontiguousarray(keys if order is None else keys[order])),
+                                   output_split_sizes=recv.tolist(),
                                    input_split_sizes=send.tolist())
             mine = asked.numpy().astype(np.int64) - self.bounds[self.rank]
             if isinstance(self.local, torch.Tensor):
@@ -91,8 +94,10 @@ class ShardedRows:
                 answer = torch.from_numpy(np.ascontiguousarray(self.local[mine]))
             got = answer.new_empty((keys.size,) + tuple(answer.shape[1:]))
             dist.all_to_all_single(got, answer, output_split_sizes=send.tolist(), input_split_sizes=recv.tolist())
-        out = torch.empty_like(got)
-        out[torch.from_numpy(order)] = got
+        out = got
+        if order is not None:
+            out = torch.empty_like(got)
+            out[torch.from_numpy(order)] = got
         return out.to(self.device) if isinstance(self.local, torch.Tensor) else out.numpy()
 
 
@@ -146,41 +151,42 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
     other ranks. A collective: every rank calls it with the same weights.
 
     Layer-wise inference over the shards (as :meth:`gaescale.encoders.GCN.layerwise` over the whole graph):
-    for each layer, each rank computes its nodes' outputs ``block`` rows at a time; a block's operator has
-    one column per node of the block followed by one per other neighbour (the halo), whose rows of the
-    layer's source (what the operator multiplies: ``D^-1/2 h W`` for GCN) are fetched from their owners in
-    one exchange. Memory per rank: its nodes' input and output of a layer, and one block with its halo."""
+    for each layer, each rank computes the layer's source for its own nodes (what the operator multiplies:
+    ``D^-1/2 h W`` for GCN), fetches the rows of its halo (the other ranks' nodes adjacent to its own) in one
+    exchange, and multiplies ``block`` of its rows of the operator at a time. Memory per rank: its nodes'
+    input and output of a layer, its halo's rows of the source, one block, and its neighbour lists numbered
+    as columns of the table of its nodes' and its halo's rows (and while they are numbered, two ``(N,)``
+    arrays)."""
     encoder, bounds, rank = model.encoder, shards.bounds, shards.rank
     a, b = int(bounds[rank]), int(bounds[rank + 1])
     indptr = np.asarray(shards.graph.indptr[a:b + 1], np.int64)
-    indices = shards.graph.indices.local
-    own = Graph(indptr - indptr[0], indices, b - a, node_ids=np.arange(a, b, dtype=np.int64))  # global columns
+    own = Graph(indptr - indptr[0], shards.graph.indices.local, b - a, node_ids=np.arange(a, b, dtype=np.int64))
+    halo, column = _halo(own, a, int(bounds[-1]))
     device = encoder.device
     h = None if shards.features is None else shards.features.local.to(device)
-    blocks = int(max(-(-(int(hi) - int(lo)) // block) for lo, hi in zip(bounds[:-1], bounds[1:])))  # on every rank
     was = model.training
     model.eval()
     try:
         for i in range(len(encoder.layers)):
-            # The layer's source as node rows of this rank (its other parts, e.g. GCN's post-linear, kept).
+            # The layer's source on this rank's nodes: node-row tensors, and what else it holds (a linear map).
             source = list(encoder._layer_source(i, h, own))
             rowwise = [k for k, t in enumerate(source) if isinstance(t, torch.Tensor)]
-            widths = [source[k].reshape(b - a, -1).shape[1] for k in rowwise]
-            table = ShardedRows(torch.cat([source[k].reshape(b - a, -1) for k in rowwise], 1).float().cpu(),
-                                bounds, rank, device=device)
+            parts = [source[k].reshape(b - a, -1).float() for k in rowwise]
+            mine = torch.cat(parts, 1)
+            rows = torch.cat([mine, ShardedRows(mine.cpu(), bounds, rank, device=device)[halo]])  # own, then halo
+            at = 0
+            for k, part in zip(rowwise, parts):
+                shape = (-1,) + tuple(source[k].shape[1:])
+                source[k], at = rows[:, at:at + part.shape[1]].reshape(shape).contiguous(), at + part.shape[1]
+            del parts, mine, rows
             out = torch.empty((b - a, encoder.lins[i].out_features), device=device)
-            for j in range(blocks):  # the same number of exchanges on every rank, empty past its own rows
-                start, stop = min(b, a + j * block), min(b, a + (j + 1) * block)
-                adjacency, halo = _block_operator(own, start - a, stop - a, a)
-                fetched = table[halo]
-                if stop == start:
-                    continue
-                part, at = list(source), 0
-                for k, width in zip(rowwise, widths):
-                    part[k] = fetched[:, at:at + width].reshape((-1,) + tuple(source[k].shape[1:])).contiguous()
-                    at += width
-                hb = None if h is None else h[start - a:stop - a]
-                out[start - a:stop - a] = encoder._layer_block(i, hb, tuple(part), adjacency.to(device), 0, stop - start)
+            for start in range(0, b - a, block):
+                stop = min(b - a, start + block)
+                lo, hi = int(own.indptr[start]), int(own.indptr[stop])
+                adjacency = sp.csr_matrix((np.ones(hi - lo, np.float32), column[lo:hi], own.indptr[start:stop + 1] - lo),
+                                          shape=(stop - start, b - a + halo.size))
+                adjacency = to_torch_csr(adjacency, torch.float32).to(device)
+                out[start:stop] = encoder._layer_block(i, h, tuple(source), adjacency, start, stop)
             h = out
         z = model._eval_output(h).float().cpu()
     finally:
@@ -190,20 +196,21 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
     return z if rank == 0 else None
 
 
-def _block_operator(own: Graph, start: int, stop: int, offset: int) -> tuple[torch.Tensor, np.ndarray]:
-    """The 0/1 rows ``start:stop`` of ``own`` (rows of a rank whose first node is ``offset``; global column
-    ids) as a torch CSR ``(stop - start, stop - start + h)``, and the ``(stop - start + h,)`` global nodes of
-    its columns: the block's own nodes, then the ``h`` other neighbours (sorted)."""
-    lo, hi = int(own.indptr[start]), int(own.indptr[stop])
-    cols = np.asarray(own.indices[lo:hi], np.int64)
-    first, last = offset + start, offset + stop
-    inside = (cols >= first) & (cols < last)
-    others = sorted_unique(cols[~inside])
-    size = stop - start
-    mapped = np.where(inside, cols - first, size + np.searchsorted(others, cols))
-    rows = sp.csr_matrix((np.ones(cols.size, np.float32), mapped, np.asarray(own.indptr[start:stop + 1]) - lo),
-                         shape=(size, size + others.size))
-    return to_torch_csr(rows, torch.float32), np.concatenate([np.arange(first, last, dtype=np.int64), others])
+def _halo(own: Graph, first: int, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(halo, column)``: the nodes outside ``first:first + own.num_nodes`` adjacent to ``own``'s (whose
+    neighbour lists hold global ids), sorted; and each of ``own``'s entries as a column of a table of rows
+    that holds ``own``'s nodes, then the halo. O(entries + N) with an ``(N,)`` mark, no sort."""
+    last = first + own.num_nodes
+    cols = np.asarray(own.indices)
+    mark = np.zeros(num_nodes, bool)
+    mark[cols] = True
+    mark[first:last] = False
+    halo = np.flatnonzero(mark)
+    small = last - first + halo.size < 2**31
+    position = np.empty(num_nodes, np.int32 if small else np.int64)
+    position[first:last] = np.arange(last - first)
+    position[halo] = np.arange(last - first, last - first + halo.size)
+    return halo, position[cols]
 
 
 def _gather_ranges(values: np.ndarray) -> np.ndarray:
