@@ -199,8 +199,9 @@ def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_bat
 
 
 def test_neighbor_sampling_ranks_of_a_prepared_graph_step_like_one_process_holding_it_all(edges, tmp_path):
-    """Rank 1 reads only its rows of the prepared graph and splits nothing; rank 0 splits it and evaluates;
-    the batches, drawn from the sharded graph and features, are those of the whole graph."""
+    """Each rank reads and splits only its rows of the prepared graph (rank 0 joins the held-out edges and
+    evaluates); the batches, drawn from the sharded graph and features, are those of the whole graph, and the
+    held-out edges those of the whole graph's split."""
     from gaescale.prepare import prepare
     prepare(edges, tmp_path / "g")
     flags = {"batch_size": 1024, "fanouts": "5,5"}
@@ -214,7 +215,13 @@ def test_neighbor_sampling_ranks_of_a_prepared_graph_step_like_one_process_holdi
     saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
     for k in state:
         torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
-    assert sorted(p.name for p in (tmp_path / "two" / "split").iterdir()) == ["train_indices.bin"]
+    assert not (tmp_path / "two" / "split").exists()  # each rank split its own rows, in memory
+    one = _train(tmp_path / "g", tmp_path / "one", sys.executable,
+                 extra=["--strategy", "neighbor", "--val-fraction", "0", "--epochs", "1"])
+    assert one.returncode == 0, one.stderr
+    held = [np.load(tmp_path / run / "heldout.npz") for run in ("one", "two")]
+    for k in ("test_pos", "test_neg"):  # rank 0 joined the ranks' held-out edges into the whole graph's split
+        assert np.array_equal(held[0][k], held[1][k])
 
 
 def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(edges, tmp_path):

@@ -15,7 +15,7 @@ from gaescale.graph import Graph
 from gaescale.io import read_edges
 from gaescale.prepare import open_prepared, prepare
 from gaescale.rundir import Run
-from gaescale.split import hashed_train_rows, split_hashed
+from gaescale.split import hashed_rows, split_hashed
 from gaescale.strategies import ClusterGCN, NeighborLinks
 from gaescale.samplers import metis_parts
 from gaescale.synthetic import community_graph
@@ -149,14 +149,18 @@ def test_split_hashed_partitions_streams_and_matches_in_memory(tmp_path):
 
 
 @pytest.mark.parametrize("start,stop", [(0, 2000), (0, 1), (700, 1450), (1999, 2000), (900, 900)])
-def test_hashed_train_rows_are_those_rows_of_the_hashed_training_graph(start, stop):
+def test_hashed_rows_are_those_rows_of_the_hashed_split(start, stop):
     n = 2000
     g = Graph.from_edge_index(random_edges(n, 20_000, seed=4), n)
-    train = split_hashed(g, 0.05, 0.10, seed=3).train_graph()
-    degree, indices = hashed_train_rows(g, start, stop, 0.05, 0.10, seed=3, block=333)  # several blocks
+    whole = split_hashed(g, 0.05, 0.10, seed=3)
+    train = whole.train_graph()
+    degree, indices, val_pos, test_pos = hashed_rows(g, start, stop, 0.05, 0.10, seed=3, block=333)  # several blocks
     assert np.array_equal(degree, train.degree[start:stop])
     assert np.array_equal(indices, train.indices[train.indptr[start]:train.indptr[stop]])
-    other, _ = hashed_train_rows(g, start, stop, 0.05, 0.10, seed=4)
+    for mine, every in ((val_pos, whole.val_pos), (test_pos, whole.test_pos)):  # those starting in the range
+        assert np.array_equal(mine, every[:, (every[0] >= start) & (every[0] < stop)])
+    assert stop - start < 100 or test_pos.shape[1] > 0
+    other = hashed_rows(g, start, stop, 0.05, 0.10, seed=4).degree
     assert stop - start < 100 or not np.array_equal(other, degree)  # the seed decides
 
 

@@ -14,7 +14,7 @@ from gaescale.samplers import neighbor_subgraph, sample_edges
 from gaescale.encoders import GCN, SAGE
 from gaescale.models import GAE, VGAE
 from gaescale.shards import embed_sharded, node_bounds, partition
-from gaescale.split import hashed_train_rows, split_edges, split_hashed
+from gaescale.split import hashed_rows, split_edges, split_hashed
 
 from conftest import random_edges
 
@@ -61,8 +61,8 @@ def _worker(rank: int, world: int, port: int) -> None:
 
         # a rank that does not hold the training graph computes its rows from the whole graph's
         hashed = split_hashed(graph, 0.05, 0.10, seed=3).train_graph()
-        rows_of = lambda a, b: hashed_train_rows(graph, a, b, 0.05, 0.10, seed=3)  # noqa: E731
-        own = partition(group, graph, hashed if rank == 0 else None, None, train_rows=rows_of).graph
+        rows = hashed_rows(graph, bounds[rank], bounds[rank + 1], 0.05, 0.10, seed=3)[:2]
+        own = partition(group, graph, hashed if rank == 0 else None, None, rows=rows).graph
         assert np.array_equal(own.indptr, hashed.indptr)
         keys = rng.integers(0, hashed.indices.size, 100)
         assert np.array_equal(own.indices[keys], hashed.indices[keys])

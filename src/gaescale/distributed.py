@@ -146,6 +146,14 @@ def gather(obj, *, waiting: bool = False) -> list:
     return out
 
 
+def gather_to_main(obj, *, waiting: bool = False) -> list | None:
+    """``obj`` of every rank, in rank order, on rank 0 (None on the others): picklable objects, such as the
+    arrays of each rank's held-out edges."""
+    out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    _collective(dist.gather_object, obj, out, 0, waiting=waiting)
+    return out
+
+
 def rank_seed(seed: int, rank: int) -> int:
     """The seed of the generator from which rank ``rank`` draws its own batches: ``seed + 1`` on rank 0 (what
     a single process uses), a seed derived from ``(seed, rank)`` by NumPy's ``SeedSequence`` on the others."""

@@ -184,6 +184,8 @@ class GCN(_Stacked):
         out = self._first(op, lin, h, graph) if i == 0 else None
         return self._finish(out if out is not None else self._propagate(op, lin, h), i)
 
+    _propagated = 1  # which part of _layer_source's tuple the operator multiplies (the rest is read by row)
+
     def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
         src, post = self._source(i, self.layers[i][0], h, graph)
         scale = graph.gcn_scale.to(self.device)
@@ -218,6 +220,8 @@ class SAGE(_Stacked):
             neigh = self._propagate(op, lin_neigh, h)
         own = self._table(lin_self, graph) if (i == 0 and self.featureless) else lin_self(h)
         return self._finish(neigh.add_(own) if neigh.grad_fn is not None else neigh + own, i)
+
+    _propagated = 0
 
     def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
         src, post = self._source(i, self.layers[i][1], h, graph)

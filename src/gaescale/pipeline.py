@@ -3,6 +3,7 @@ read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .devices import resolve_device
 from .distributed import (ShardedFullBatch, barrier, broadcast_array, broadcast_state, choice_from_main, gather,
-                          peer_failures)
+                          gather_to_main, peer_failures)
 from .encoders import ENCODERS
 from .errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
@@ -30,8 +31,8 @@ from .evaluate import hits_at_k, link_scores, mrr, pair_scores
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
 from .prepare import is_prepared, open_prepared
-from .shards import embed_sharded, partition
-from .split import hashed_train_rows, split_edges, split_hashed
+from .shards import embed_sharded, node_bounds, partition
+from .split import hashed_rows, held_out_split, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
 
@@ -101,30 +102,41 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     strategy_name = _choose_strategy(config, num_nodes, num_edges, num_features, log, prepared=prepared is not None,
                                      device=device, group=group)
     # Neighbour sampling on several ranks: each rank keeps only its shard of the training graph and of the
-    # features (gaescale.shards); a rank other than 0 then reads only its own rows and splits nothing.
+    # features (gaescale.shards); from a prepared graph, each reads and splits only its own rows.
     sharded = group is not None and strategy_name == "neighbor"
     t = time.perf_counter()
-    split = None
+    split = rows = None
     if prepared is None:
         split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
-    elif main or not sharded:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
+    elif sharded:  # every rank splits its own rows; rank 0 joins their held-out edges and draws the non-edges
+        bounds = node_bounds(graph.indptr, group.world_size)
+        rows = hashed_rows(graph, int(bounds[group.rank]), int(bounds[group.rank + 1]), config.val_fraction,
+                           config.test_fraction, seed=config.seed)
+        held = gather_to_main((rows.val_pos, rows.test_pos), waiting=True)
+        if main:
+            split = held_out_split(graph, *(np.concatenate([h[k] for h in held], axis=1) for k in (0, 1)),
+                                   seed=config.seed)
+    else:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
         scratch = None  # another rank's training CSR: its own memory-mapped copy, removed when train returns
         if out is not None and not main:
             out.mkdir(parents=True, exist_ok=True)
             scratch = tempfile.TemporaryDirectory(prefix=f".rank{group.rank}-split-", dir=out)
         split = split_hashed(graph, config.val_fraction, config.test_fraction, seed=config.seed,
                              out_dir=None if out is None else out / "split" if main else scratch.name)
-    train_graph = None if split is None else split.train_graph()
-    if split is not None:
-        log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test "
-            f"edges [{time.perf_counter() - t:.1f}s]")
+    train_graph = split.train_graph() if split is not None and rows is None else None
     shards = None  # this rank's shards of the training graph and the features
     if sharded:
-        shards = partition(group, graph, train_graph, x, device=device, train_rows=lambda a, b: (
-            hashed_train_rows(graph, a, b, config.val_fraction, config.test_fraction, seed=config.seed)))
+        shards = partition(group, graph, train_graph, x, device=device,
+                           rows=None if rows is None else (rows.degree, rows.indices))
+        rows = None
+        if split is not None and split.graph is None and split.train is None:
+            split = dataclasses.replace(split, graph=shards.graph)  # its training graph: the shards
         log(f"neighbour sampling: the training graph and the features sharded over {group.world_size} processes "
             f"(rank 0 holds {shards.graph.indices.local.size:,} of {shards.graph.indices.size:,} CSR entries); "
             "each embeds its own nodes")
+    if split is not None:
+        log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test "
+            f"edges [{time.perf_counter() - t:.1f}s]")
     csr = (graph.indptr, graph.indices) if main else None  # for graph.npz (topk --exclude-existing, the report)
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log, group)
     if sharded:  # only the shards are kept (rank 0 keeps the held-out edges of the split)

@@ -119,14 +119,14 @@ class Shards(NamedTuple):
 
 
 def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
-              train_rows: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None,
-              device=None) -> Shards:
+              rows: tuple[np.ndarray, np.ndarray] | None = None, device=None) -> Shards:
     """This rank's shard of the training graph and of the features ``x: (N, F)`` (or None), the features
-    on ``device``. Nodes are cut by ``graph`` (the whole graph, whose row pointer every rank has). The
-    rank's neighbour lists are copied from ``train`` (the training graph, when this rank holds it) or come
-    from ``train_rows(start, stop) -> (degree, indices)`` (:func:`gaescale.split.hashed_train_rows`:
-    computed from those rows of ``graph`` alone); the training graph's row pointer is gathered from every
-    rank's degrees. Nothing returned refers to ``train`` or ``x``: they can be let go."""
+    on ``device``. Nodes are cut by ``graph`` (the whole graph, whose row pointer every rank has:
+    :func:`node_bounds`). The rank's neighbour lists are copied from ``train`` (the training graph, when
+    this rank holds it) or given as ``rows = (degree, indices)`` of its range (from
+    :func:`gaescale.split.hashed_rows`: computed from those rows of ``graph`` alone); the training graph's
+    row pointer is gathered from every rank's degrees. Nothing returned refers to ``train`` or ``x``: they
+    can be let go."""
     w, r = group.world_size, group.rank
     bounds = node_bounds(graph.indptr, w)
     a, b = int(bounds[r]), int(bounds[r + 1])
@@ -134,7 +134,7 @@ def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
         degree = np.diff(np.asarray(train.indptr[a:b + 1], np.int64))
         local = np.array(train.indices[int(train.indptr[a]):int(train.indptr[b])])
     else:
-        degree, local = train_rows(a, b)
+        degree, local = rows
     indptr = np.concatenate([[0], np.cumsum(_gather_ranges(degree))]).astype(np.int64)
     features = None
     if x is not None:
@@ -151,12 +151,11 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
     other ranks. A collective: every rank calls it with the same weights.
 
     Layer-wise inference over the shards (as :meth:`gaescale.encoders.GCN.layerwise` over the whole graph):
-    for each layer, each rank computes the layer's source for its own nodes (what the operator multiplies:
-    ``D^-1/2 h W`` for GCN), fetches the rows of its halo (the other ranks' nodes adjacent to its own) in one
-    exchange, and multiplies ``block`` of its rows of the operator at a time. Memory per rank: its nodes'
-    input and output of a layer, its halo's rows of the source, one block, and its neighbour lists numbered
-    as columns of the table of its nodes' and its halo's rows (and while they are numbered, two ``(N,)``
-    arrays)."""
+    for each layer, each rank computes what the operator multiplies (``D^-1/2 h W`` for GCN) for its own
+    nodes, fetches the rows of its halo (the other ranks' nodes adjacent to its own) in one exchange, and
+    multiplies ``block`` of its rows of the operator at a time. Memory per rank: its nodes' input and output
+    of a layer, its nodes' and its halo's rows of what the operator multiplies, one block, and its neighbour
+    lists numbered as rows of that table (while they are numbered, two ``(N,)`` arrays)."""
     encoder, bounds, rank = model.encoder, shards.bounds, shards.rank
     a, b = int(bounds[rank]), int(bounds[rank + 1])
     indptr = np.asarray(shards.graph.indptr[a:b + 1], np.int64)
@@ -168,17 +167,10 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
     model.eval()
     try:
         for i in range(len(encoder.layers)):
-            # The layer's source on this rank's nodes: node-row tensors, and what else it holds (a linear map).
+            # The layer's source on this rank's nodes; the part the operator multiplies gets its halo's rows.
             source = list(encoder._layer_source(i, h, own))
-            rowwise = [k for k, t in enumerate(source) if isinstance(t, torch.Tensor)]
-            parts = [source[k].reshape(b - a, -1).float() for k in rowwise]
-            mine = torch.cat(parts, 1)
-            rows = torch.cat([mine, ShardedRows(mine.cpu(), bounds, rank, device=device)[halo]])  # own, then halo
-            at = 0
-            for k, part in zip(rowwise, parts):
-                shape = (-1,) + tuple(source[k].shape[1:])
-                source[k], at = rows[:, at:at + part.shape[1]].reshape(shape).contiguous(), at + part.shape[1]
-            del parts, mine, rows
+            k = encoder._propagated
+            source[k] = torch.cat([source[k], ShardedRows(source[k].cpu(), bounds, rank, device=device)[halo]])
             out = torch.empty((b - a, encoder.lins[i].out_features), device=device)
             for start in range(0, b - a, block):
                 stop = min(b - a, start + block)

@@ -9,7 +9,8 @@ other.
 - :func:`split_hashed` (a prepared, memory-mapped graph): each edge goes to test, validation or training
   by a keyed hash of its endpoints, so the split streams over the CSR in row blocks with O(N + block)
   memory and the training graph is written to disk; the held-out shares are the fractions in
-  expectation (binomial counts).
+  expectation (binomial counts). :func:`hashed_rows` computes one row range's part of that split from
+  those rows alone (each process of a sharded run its own), :func:`held_out_split` joins the parts.
 
 Both check sampled non-edges against the graph's CSR by binary search (:meth:`Graph.has_edges`).
 """
@@ -82,6 +83,13 @@ def _check_fractions(owner: str, val_fraction, test_fraction) -> None:
             raise ParameterError(name, owner, "a float in [0, 1)", value)
 
 
+def _check_hashed_fractions(owner: str, val_fraction, test_fraction) -> None:
+    _check_fractions(owner, val_fraction, test_fraction)
+    if val_fraction + test_fraction >= 1.0:
+        raise ParameterError("val_fraction + test_fraction", owner, "below 1 to leave training edges",
+                             round(val_fraction + test_fraction, 6))
+
+
 def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0) -> EdgeSplit:
     """Split the undirected edges of ``graph`` (fractions of its edges, rounded down)."""
     _check_fractions("split_edges", val_fraction, test_fraction)
@@ -129,6 +137,21 @@ class _Block(NamedTuple):
         keep = ~(self.is_test | self.is_val)
         return np.bincount(self.rows[keep] - self.start, minlength=self.stop - self.start), self.cols[keep]
 
+    def held(self, mask: np.ndarray) -> np.ndarray:
+        """``(2, k)`` int64: the held-out edges ``mask`` picks (``is_val`` or ``is_test``), each once as ``u < v``."""
+        mask = mask & (self.rows < self.cols)
+        return np.stack([self.rows[mask], self.cols[mask].astype(np.int64)])
+
+
+class HashedRows(NamedTuple):
+    """What :func:`hashed_rows` computes for rows ``start:stop``: their training ``degree: (stop - start,)``
+    and ``indices``, and their held-out edges ``val_pos``, ``test_pos`` (``(2, k)``, ``start <= u < v``)."""
+
+    degree: np.ndarray
+    indices: np.ndarray
+    val_pos: np.ndarray
+    test_pos: np.ndarray
+
 
 def _hashed_blocks(graph: Graph, start: int, stop: int, val_fraction: float, test_fraction: float, seed: int,
                    block: int) -> Iterator[_Block]:
@@ -143,17 +166,32 @@ def _hashed_blocks(graph: Graph, start: int, stop: int, val_fraction: float, tes
         yield _Block(a, b, rows, cols, (h >= test_fraction) & (h < test_fraction + val_fraction), h < test_fraction)
 
 
-def hashed_train_rows(graph: Graph, start: int, stop: int, val_fraction: float = 0.05, test_fraction: float = 0.10,
-                      *, seed: int = 0, block: int = 1 << 23) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``start:stop`` of the training graph of :func:`split_hashed` (same fractions and seed), computed
-    from those rows of ``graph`` alone, ``block`` entries at a time: ``(degree: (stop - start,) int64,
-    indices: (degree.sum(),))``. What one rank of a partitioned run reads (:mod:`gaescale.shards`)."""
-    _check_fractions("hashed_train_rows", val_fraction, test_fraction)
+def hashed_rows(graph: Graph, start: int, stop: int, val_fraction: float = 0.05, test_fraction: float = 0.10,
+                *, seed: int = 0, block: int = 1 << 23) -> HashedRows:
+    """Rows ``start:stop`` of :func:`split_hashed`'s split (same fractions and seed), computed from those
+    rows of ``graph`` alone, ``block`` entries at a time: the training graph's rows, and the held-out edges
+    whose smaller end is in the range (in :func:`split_hashed`'s order). What one rank of a partitioned run
+    reads and splits (:mod:`gaescale.shards`); :func:`held_out_split` joins the ranges' held-out edges."""
+    _check_hashed_fractions("hashed_rows", val_fraction, test_fraction)
     deg, kept = np.zeros(stop - start, np.int64), [np.zeros(0, graph.indices.dtype)]
+    held: dict[str, list[np.ndarray]] = {"val": [np.zeros((2, 0), np.int64)], "test": [np.zeros((2, 0), np.int64)]}
     for blk in _hashed_blocks(graph, start, stop, val_fraction, test_fraction, seed, block):
         deg[blk.start - start:blk.stop - start], cols = blk.train()
         kept.append(cols)
-    return deg, np.concatenate(kept)
+        held["val"].append(blk.held(blk.is_val))
+        held["test"].append(blk.held(blk.is_test))
+    return HashedRows(deg, np.concatenate(kept), *(np.concatenate(held[k], axis=1) for k in ("val", "test")))
+
+
+def held_out_split(graph: Graph, val_pos: np.ndarray, test_pos: np.ndarray, *, seed: int = 0,
+                   train: Graph | None = None) -> EdgeSplit:
+    """The split of ``graph`` with these held-out edges (``(2, k)``, ``u < v``) and ``train``, the training
+    graph (or None where it is held elsewhere, in shards): non-edges drawn as :func:`split_hashed` draws them,
+    as many as the positives."""
+    rng = np.random.default_rng(seed)
+    n = graph.num_nodes
+    neg = sample_non_edges(val_pos.shape[1] + test_pos.shape[1], n, graph.num_edges, graph.has_edges, rng)
+    return EdgeSplit(None, val_pos, neg[:, :val_pos.shape[1]], test_pos, neg[:, val_pos.shape[1]:], n, train)
 
 
 def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0,
@@ -164,10 +202,7 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
     (``train_indices.bin``, memory-mapped; its ``(N + 1,)`` indptr stays in memory) or stays in memory when
     it is None.
     Non-edges: as many as the positives, as in :func:`split_edges`."""
-    _check_fractions("split_hashed", val_fraction, test_fraction)
-    if val_fraction + test_fraction >= 1.0:
-        raise ParameterError("val_fraction + test_fraction", "split_hashed", "below 1 to leave training edges",
-                             round(val_fraction + test_fraction, 6))
+    _check_hashed_fractions("split_hashed", val_fraction, test_fraction)
     graph.require_edges()
     n = graph.num_nodes
     deg = np.zeros(n, np.int64)
@@ -178,9 +213,8 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path.with_suffix(".tmp"), "wb")
     for blk in _hashed_blocks(graph, 0, n, val_fraction, test_fraction, seed, block):
-        upper = blk.rows < blk.cols
-        for name, mask in (("val", blk.is_val), ("test", blk.is_test)):
-            held[name].append(np.stack([blk.rows[mask & upper], blk.cols[mask & upper].astype(np.int64)]))
+        held["val"].append(blk.held(blk.is_val))
+        held["test"].append(blk.held(blk.is_test))
         deg[blk.start:blk.stop], cols = blk.train()
         if path is None:
             kept.append(cols)
@@ -195,7 +229,5 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
         indices = np.memmap(path, graph.indices.dtype, "r") if train_indptr[-1] else np.zeros(0, graph.indices.dtype)
         train = Graph(train_indptr, indices, n)
     val_pos, test_pos = (np.concatenate(held[k], axis=1) for k in ("val", "test"))
-    rng = np.random.default_rng(seed)
-    neg = sample_non_edges(val_pos.shape[1] + test_pos.shape[1], n, graph.num_edges, graph.has_edges, rng)
-    return EdgeSplit(None, val_pos, neg[:, :val_pos.shape[1]], test_pos, neg[:, val_pos.shape[1]:], n, train)
+    return held_out_split(graph, val_pos, test_pos, seed=seed, train=train)
 
