@@ -11,8 +11,8 @@ exchange per read (:class:`ShardedRows`: ``all_to_all`` of the counts, of the re
 
 Evaluation runs on the shards too (:func:`embed_sharded`): each rank embeds its own nodes layer by layer,
 fetching the previous layer's rows of their neighbours from the ranks that own them (the halo), and rank 0
-gathers the ``(N, d)`` embeddings it scores. So after the split (rank 0 streams over the whole graph to
-draw the held-out edges) no rank holds the whole training graph or all the features.
+gathers the ``(N, d)`` embeddings it scores. With a prepared graph, each rank also splits only its own rows
+(:func:`gaescale.split.hashed_rows`), so no rank holds or reads the whole training graph or all the features.
 
 Sampling from a :func:`sharded_graph` draws what sampling from the whole graph would, bit for bit:
 :func:`gaescale.samplers.sample_edges` and :func:`~gaescale.samplers.sample_neighbors` choose slot
@@ -22,7 +22,7 @@ do: the same number of steps, each reading the drawn edges, one set of slots per
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
