@@ -135,7 +135,8 @@ def main() -> None:
                 other_own = max((own[r] for r in others), default=0)
                 other_mapped = max((mapped.get(r, 0) for r in others), default=0)
                 rows.append((strategy, k, max(1, cores // k), m["seconds_per_epoch"], own.get(0, 0), other_own,
-                             mapped.get(0, 0), other_mapped, together, m["test_auc"], m["history"][0]["steps"], wall))
+                             mapped.get(0, 0), other_mapped, together, m["test_auc"], m["history"][0]["steps"], wall,
+                             m.get("embed_seconds")))
                 print(f"{strategy}, {k} processes: {m['seconds_per_epoch']:.3f} s/epoch, rank 0 {own.get(0, 0) / 2**30:.2f}"
                       f" GiB, others {other_own / 2**30:.2f} GiB (+ {other_mapped / 2**30:.2f} GiB of the graph's "
                       f"files read), {together / 2**30:.2f} GiB in all, AUC {m['test_auc']:.4f}", file=sys.stderr, flush=True)
@@ -143,15 +144,15 @@ def main() -> None:
           f"{'from a prepared directory' if args.prepared else 'from an edge list'} {args.train_flags}\n")
     print("| strategy | processes | threads each | steps per epoch, each | s/epoch | speed-up | rank 0: own memory "
           "(GiB) | graph files read (GiB) | largest other rank: own memory (GiB) | graph files read (GiB) | "
-          "all processes' own memory (GiB) | test AUC | wall (s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "all processes' own memory (GiB) | test AUC | final embedding (s) | wall (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base = {}
     gib = lambda b: f"{b / 2**30:.2f}"  # noqa: E731
-    for strategy, k, threads, spe, own0, other, mapped0, other_mapped, together, auc, steps, wall in rows:
+    for strategy, k, threads, spe, own0, other, mapped0, other_mapped, together, auc, steps, wall, embed in rows:
         base.setdefault(strategy, spe)
         print(f"| {strategy} | {k} | {threads} | {steps} | {spe:.3f} | {base[strategy] / spe:.2f}x | {gib(own0)} | "
               f"{gib(mapped0)} | {gib(other) if k > 1 else '-'} | {gib(other_mapped) if k > 1 else '-'} | "
-              f"{gib(together)} | {auc:.4f} | {wall:.0f} |")
+              f"{gib(together)} | {auc:.4f} | {'-' if embed is None else f'{embed:.1f}'} | {wall:.0f} |")
 
 if __name__ == "__main__":
     main()
