@@ -198,29 +198,36 @@ def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_bat
         torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
 
 
-def test_neighbor_sampling_ranks_of_a_prepared_graph_step_like_one_process_holding_it_all(edges, tmp_path):
-    """Each rank reads and splits only its rows of the prepared graph (rank 0 joins the held-out edges and
-    evaluates); the batches, drawn from the sharded graph and features, are those of the whole graph, and the
-    held-out edges those of the whole graph's split."""
+@pytest.mark.parametrize("name,flags", [("neighbor", {"batch_size": 1024, "fanouts": "5,5"}),
+                                        ("cluster", {"cluster_parts": 8, "clusters_per_batch": 2})])
+def test_ranks_of_a_prepared_graph_step_like_one_process_holding_it_all(edges, tmp_path, name, flags):
+    """Neighbour sampling: each rank reads and splits only its rows of the prepared graph (rank 0 joins the
+    held-out edges and evaluates), and the batches, drawn from the sharded graph and features, are those of
+    the whole graph. Cluster-GCN: rank 1 splits nothing and cuts its partition from the whole graph, keeping
+    the edges the split's hash trains on. Both step as one process holding the training graph, and hold
+    out the edges of one process's split."""
     from gaescale.prepare import prepare
     prepare(edges, tmp_path / "g")
-    flags = {"batch_size": 1024, "fanouts": "5,5"}
+    cli = [a for k, v in flags.items() for a in ("--" + k.replace("_", "-"), str(v))]
     run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
-                 extra=["--strategy", "neighbor", "--val-fraction", "0", "--epochs", "3", "--batch-size", "1024",
-                        "--fanouts", "5,5"])
+                 extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
     assert run.returncode == 0, run.stderr
     metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
-    losses, state = _reference(tmp_path / "g", "neighbor", flags, 3)
+    losses, state = _reference(tmp_path / "g", name, flags, 3)
     np.testing.assert_allclose([h["loss"] for h in metrics["history"]], losses, rtol=1e-5)
     saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
     for k in state:
         torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
-    assert not (tmp_path / "two" / "split").exists()  # each rank split its own rows, in memory
+    if name == "neighbor":  # each rank split its own rows, in memory
+        assert not (tmp_path / "two" / "split").exists()
+    else:  # rank 0's training graph, for METIS; no other rank wrote one
+        assert sorted(p.name for p in (tmp_path / "two" / "split").iterdir()) == ["train_indices.bin"]
+        assert not [p for p in (tmp_path / "two").iterdir() if p.name.startswith(".rank")]
     one = _train(tmp_path / "g", tmp_path / "one", sys.executable,
-                 extra=["--strategy", "neighbor", "--val-fraction", "0", "--epochs", "1"])
+                 extra=["--strategy", name, "--val-fraction", "0", "--epochs", "1", *cli])
     assert one.returncode == 0, one.stderr
     held = [np.load(tmp_path / run / "heldout.npz") for run in ("one", "two")]
-    for k in ("test_pos", "test_neg"):  # rank 0 joined the ranks' held-out edges into the whole graph's split
+    for k in ("test_pos", "test_neg"):
         assert np.array_equal(held[0][k], held[1][k])
 
 

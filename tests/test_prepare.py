@@ -15,7 +15,7 @@ from gaescale.graph import Graph
 from gaescale.io import read_edges
 from gaescale.prepare import open_prepared, prepare
 from gaescale.rundir import Run
-from gaescale.split import hashed_rows, split_hashed
+from gaescale.split import hashed_is_train, hashed_rows, split_hashed
 from gaescale.strategies import ClusterGCN, NeighborLinks
 from gaescale.samplers import metis_parts
 from gaescale.synthetic import community_graph
@@ -146,6 +146,9 @@ def test_split_hashed_partitions_streams_and_matches_in_memory(tmp_path):
     negatives = np.concatenate([a.val_neg, a.test_neg], axis=1)
     assert not g.has_edges(*negatives).any() and len(set(map(tuple, negatives.T.tolist()))) == negatives.shape[1]
     assert set(map(tuple, split_hashed(g, 0.05, 0.10, seed=4).test_pos.T.tolist())) != test
+    u, v = g.edge_index()  # the hash's decision for any edge, in either direction
+    kept = {(a, b) for a, b, k in zip(u.tolist(), v.tolist(), hashed_is_train(u, v, n, 0.05, 0.10, seed=3)) if k}
+    assert kept == train and hashed_is_train(v, u, n, 0.05, 0.10, seed=3).sum() == len(train)
 
 
 @pytest.mark.parametrize("start,stop", [(0, 2000), (0, 1), (700, 1450), (1999, 2000), (900, 900)])

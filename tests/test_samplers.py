@@ -20,6 +20,12 @@ def test_induced_subgraph_matches_dense_restriction():
     sub = induced_subgraph(g, nodes)
     dense = g.adjacency().toarray()[np.ix_(nodes, nodes)]
     assert (sub.adjacency().toarray() == dense).all() and sub.node_ids.tolist() == nodes.tolist()
+    # keeping only some edges (here those of a hashed split's training graph): the training graph's restriction
+    from gaescale.split import hashed_is_train, split_hashed
+    train = split_hashed(g, 0.2, 0.2, seed=5).train_graph()
+    kept = induced_subgraph(g, nodes, edges=lambda u, v: hashed_is_train(u, v, n, 0.2, 0.2, seed=5))
+    restricted = train.adjacency().toarray()[np.ix_(nodes, nodes)]
+    assert (kept.adjacency().toarray() == restricted).all() and 0 < restricted.sum() < dense.sum()
 
 
 def test_metis_parts_and_cluster_batches_cover_every_node_once():

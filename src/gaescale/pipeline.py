@@ -32,7 +32,7 @@ from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss
 from .samplers import metis_parts
 from .prepare import is_prepared, open_prepared
 from .shards import embed_sharded, node_bounds, partition
-from .split import hashed_rows, held_out_split, split_edges, split_hashed
+from .split import hashed_is_train, hashed_rows, held_out_split, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
 
@@ -105,7 +105,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     # features (gaescale.shards); from a prepared graph, each reads and splits only its own rows.
     sharded = group is not None and strategy_name == "neighbor"
     t = time.perf_counter()
-    split = rows = None
+    split = rows = cut_by_hash = None
     if prepared is None:
         split = split_edges(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     elif sharded:  # every rank splits its own rows; rank 0 joins their held-out edges and draws the non-edges
@@ -116,6 +116,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         if main:
             split = held_out_split(graph, *(np.concatenate([h[k] for h in held], axis=1) for k in (0, 1)),
                                    seed=config.seed)
+    elif not main and strategy_name == "cluster":  # splits nothing: cuts its partition from the whole graph,
+        cut_by_hash = lambda u, v: hashed_is_train(  # noqa: E731 - keeping the edges the split trains on
+            u, v, num_nodes, config.val_fraction, config.test_fraction, seed=config.seed)
     else:  # streams over the memory-mapped CSR; the training graph goes to OUT/split
         scratch = None  # another rank's training CSR: its own memory-mapped copy, removed when train returns
         if out is not None and not main:
@@ -123,7 +126,10 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
             scratch = tempfile.TemporaryDirectory(prefix=f".rank{group.rank}-split-", dir=out)
         split = split_hashed(graph, config.val_fraction, config.test_fraction, seed=config.seed,
                              out_dir=None if out is None else out / "split" if main else scratch.name)
-    train_graph = split.train_graph() if split is not None and rows is None else None
+    if cut_by_hash is not None:
+        train_graph = graph
+    else:
+        train_graph = split.train_graph() if split is not None and rows is None else None
     shards = None  # this rank's shards of the training graph and the features
     if sharded:
         shards = partition(group, graph, train_graph, x, device=device,
@@ -150,7 +156,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     model = build_model(config, num_features, num_nodes).to(device)
     has_val = main and split.val_pos.shape[1] > 0
     model.encoder.checkpoint_activations = config.checkpoint_activations
-    strategy = _strategy(config, strategy_name, train_graph if shards is None else shards.graph, log, group)
+    strategy = _strategy(config, strategy_name, train_graph if shards is None else shards.graph, log, group,
+                         train_edges=cut_by_hash)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(split, train_graph, config.self_loops) if strategy_name == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
@@ -325,10 +332,11 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
     return chosen
 
 
-def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
+def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None, train_edges=None):
     """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
     here for Cluster-GCN, on rank 0 of a ``group``); on the ranks of a ``group``, full batch shards the
-    loss and the mini-batch strategies draw their own batches (see :mod:`gaescale.strategies`)."""
+    loss and the mini-batch strategies draw their own batches (see :mod:`gaescale.strategies`).
+    ``train_edges``: for Cluster-GCN, ``graph`` is the whole graph and these are its training edges."""
     opts = config.strategy_options(graph.num_nodes)
     rank, world = (0, 1) if group is None else (group.rank, group.world_size)
     if group is not None:
@@ -345,7 +353,7 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None):
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
             f"{-(-parts // (per_batch * world)):,} steps per epoch")
         return ClusterGCN(membership, per_batch, self_loops=config.self_loops, rank=rank, world_size=world,
-                          num_parts=parts)
+                          num_parts=parts, train_edges=train_edges)
     if name == "fastgae":
         size, alpha = opts["fastgae_nodes"], opts["fastgae_alpha"]
         log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")

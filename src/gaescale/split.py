@@ -162,8 +162,23 @@ def _hashed_blocks(graph: Graph, start: int, stop: int, val_fraction: float, tes
         lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
         cols = np.asarray(graph.indices[lo:hi])
         rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(np.asarray(graph.indptr[a:b + 1])))
-        h = _edge_hash(rows, cols, graph.num_nodes, seed)
-        yield _Block(a, b, rows, cols, (h >= test_fraction) & (h < test_fraction + val_fraction), h < test_fraction)
+        yield _Block(a, b, rows, cols, *_held_out(rows, cols, graph.num_nodes, val_fraction, test_fraction, seed))
+
+
+def _held_out(u: np.ndarray, v: np.ndarray, num_nodes: int, val_fraction: float, test_fraction: float,
+              seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(is_val, is_test)``, each ``(k,)`` bool: where the hashed split sends each edge ``(u[k], v[k])``."""
+    h = _edge_hash(u, v, num_nodes, seed)
+    return (h >= test_fraction) & (h < test_fraction + val_fraction), h < test_fraction
+
+
+def hashed_is_train(u: np.ndarray, v: np.ndarray, num_nodes: int, val_fraction: float = 0.05,
+                    test_fraction: float = 0.10, *, seed: int = 0) -> np.ndarray:
+    """``(k,)`` bool: whether :func:`split_hashed` (same fractions and seed) keeps each edge ``(u[k], v[k])``
+    of the graph for training; any edges, from anywhere in the graph (a rank cuts its partition with it)."""
+    is_val, is_test = _held_out(np.asarray(u, np.int64), np.asarray(v, np.int64), num_nodes, val_fraction,
+                                test_fraction, seed)
+    return ~(is_val | is_test)
 
 
 def hashed_rows(graph: Graph, start: int, stop: int, val_fraction: float = 0.05, test_fraction: float = 0.10,

@@ -57,17 +57,23 @@ class ClusterGCN:
 
     ``rank`` of ``world_size``: this rank trains on parts ``p`` with ``p * world_size // num_parts == rank``
     (the number of parts must be a multiple of ``world_size``, so every rank has as many batches); it reads
-    only the CSR rows of its own nodes, once, to build its partition."""
+    only the CSR rows of its own nodes, once, to build its partition. ``train_edges(u, v) -> (k,) bool``:
+    the graph it is given is the whole graph, whose training edges are those this accepts (a rank that did
+    not split a prepared graph: :func:`gaescale.split.hashed_is_train`)."""
 
     name = "cluster"
 
     def __init__(self, parts: np.ndarray, clusters_per_batch: int, *, self_loops: bool = False, rank: int = 0,
-                 world_size: int = 1, num_parts: int | None = None):
+                 world_size: int = 1, num_parts: int | None = None, train_edges=None):
         num_parts = (int(parts.max()) + 1 if parts.size else 0) if num_parts is None else num_parts
         if num_parts % world_size:
             raise ParameterError("parts", "ClusterGCN", f"a multiple of world_size={world_size} parts", num_parts)
         self.parts, self.clusters_per_batch, self.self_loops = parts, clusters_per_batch, self_loops
         self.rank, self.world_size, self.num_parts = rank, world_size, num_parts
+        self.train_edges = train_edges
+        if train_edges is not None and world_size == 1:
+            raise ParameterError("train_edges", "ClusterGCN", "None with world_size=1 (the graph given is then the "
+                                 "training graph)", train_edges)
         self._partition = None  # (the graph it was cut from, the partition, its nodes' local parts)
 
     def partition(self, graph: Graph) -> tuple[Graph, np.ndarray]:
@@ -77,7 +83,8 @@ class ClusterGCN:
         if self._partition is None or self._partition[0] is not graph:
             share = self.num_parts // self.world_size
             own = np.flatnonzero(self.parts * self.world_size // self.num_parts == self.rank)
-            self._partition = (graph, induced_subgraph(graph, own), self.parts[own] - self.rank * share)
+            self._partition = (graph, induced_subgraph(graph, own, edges=self.train_edges),
+                               self.parts[own] - self.rank * share)
         return self._partition[1], self._partition[2]
 
     def steps(self, model, x, graph: Graph, pairs: PairIndex, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
