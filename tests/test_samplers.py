@@ -76,6 +76,8 @@ def test_cluster_ranks_train_on_disjoint_partitions_each_reading_only_its_own_no
     assert np.array_equal(np.sort(np.concatenate(seen)), np.arange(3000))
     with pytest.raises(gaescale.ParameterError, match="multiple of world_size=3"):
         ClusterGCN(parts, 3, rank=0, world_size=3)
+    with pytest.raises(gaescale.ParameterError, match="'train_edges' parameter of ClusterGCN must be None"):
+        ClusterGCN(parts, 3, train_edges=lambda u, v: u < v)  # one process trains on the graph it is given
 
 
 def test_degree_sampled_nodes_follow_degree_power():
