@@ -134,9 +134,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if sharded:
         shards = partition(group, graph, train_graph, x, device=device,
                            rows=None if rows is None else (rows.degree, rows.indices))
+        if main and rows is not None:  # rank 0's split of the rows' held-out edges: its training graph, the shards
+            split = dataclasses.replace(split, graph=shards.graph)
         rows = None
-        if split is not None and split.graph is None and split.train is None:
-            split = dataclasses.replace(split, graph=shards.graph)  # its training graph: the shards
         log(f"neighbour sampling: the training graph and the features sharded over {group.world_size} processes "
             f"(rank 0 holds {shards.graph.indices.local.size:,} of {shards.graph.indices.size:,} CSR entries); "
             "each embeds its own nodes")

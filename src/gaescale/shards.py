@@ -207,6 +207,6 @@ def _halo(own: Graph, first: int, num_nodes: int) -> tuple[np.ndarray, np.ndarra
 
 def _gather_ranges(values: np.ndarray) -> np.ndarray:
     """Every rank's ``values`` (1-D), concatenated in rank order. The others may wait long here while rank 0
-    splits the whole graph, so it runs among the collectives that allow that (see
-    :func:`gaescale.distributed.from_torchrun`)."""
+    works alone (splits the whole graph, or draws the held-out non-edges), so it runs among the collectives
+    that allow that (see :func:`gaescale.distributed.from_torchrun`)."""
     return np.concatenate([np.asarray(v, np.int64) for v in gather(np.asarray(values, np.int64), waiting=True)])

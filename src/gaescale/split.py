@@ -188,14 +188,24 @@ def hashed_rows(graph: Graph, start: int, stop: int, val_fraction: float = 0.05,
     whose smaller end is in the range (in :func:`split_hashed`'s order). What one rank of a partitioned run
     reads and splits (:mod:`gaescale.shards`); :func:`held_out_split` joins the ranges' held-out edges."""
     _check_hashed_fractions("hashed_rows", val_fraction, test_fraction)
-    deg, kept = np.zeros(stop - start, np.int64), [np.zeros(0, graph.indices.dtype)]
+    kept = [np.zeros(0, graph.indices.dtype)]
+    deg, val_pos, test_pos = _split_rows(graph, start, stop, val_fraction, test_fraction, seed, block, kept.append)
+    return HashedRows(deg, np.concatenate(kept), val_pos, test_pos)
+
+
+def _split_rows(graph: Graph, start: int, stop: int, val_fraction: float, test_fraction: float, seed: int,
+                block: int, train_entries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One pass of the hashed split over rows ``start:stop``, ``block`` entries at a time: hands each block's
+    training entries, in row order, to ``train_entries(indices)`` and returns the rows' training
+    ``degree: (stop - start,)`` and their held-out ``val_pos``, ``test_pos`` (``(2, k)``, ``u < v``)."""
+    deg = np.zeros(stop - start, np.int64)
     held: dict[str, list[np.ndarray]] = {"val": [np.zeros((2, 0), np.int64)], "test": [np.zeros((2, 0), np.int64)]}
     for blk in _hashed_blocks(graph, start, stop, val_fraction, test_fraction, seed, block):
-        deg[blk.start - start:blk.stop - start], cols = blk.train()
-        kept.append(cols)
         held["val"].append(blk.held(blk.is_val))
         held["test"].append(blk.held(blk.is_test))
-    return HashedRows(deg, np.concatenate(kept), *(np.concatenate(held[k], axis=1) for k in ("val", "test")))
+        deg[blk.start - start:blk.stop - start], cols = blk.train()
+        train_entries(cols)
+    return deg, np.concatenate(held["val"], axis=1), np.concatenate(held["test"], axis=1)
 
 
 def held_out_split(graph: Graph, val_pos: np.ndarray, test_pos: np.ndarray, *, seed: int = 0,
@@ -220,21 +230,13 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
     _check_hashed_fractions("split_hashed", val_fraction, test_fraction)
     graph.require_edges()
     n = graph.num_nodes
-    deg = np.zeros(n, np.int64)
-    held: dict[str, list[np.ndarray]] = {"val": [], "test": []}
     kept = []
     path = None if out_dir is None else Path(out_dir) / "train_indices.bin"  # raw, read back as np.memmap
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path.with_suffix(".tmp"), "wb")
-    for blk in _hashed_blocks(graph, 0, n, val_fraction, test_fraction, seed, block):
-        held["val"].append(blk.held(blk.is_val))
-        held["test"].append(blk.held(blk.is_test))
-        deg[blk.start:blk.stop], cols = blk.train()
-        if path is None:
-            kept.append(cols)
-        else:
-            cols.tofile(fh)
+    deg, val_pos, test_pos = _split_rows(graph, 0, n, val_fraction, test_fraction, seed, block,
+                                         kept.append if path is None else (lambda cols: cols.tofile(fh)))
     train_indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     if path is None:
         train = Graph(train_indptr, np.concatenate(kept), n)
@@ -243,6 +245,5 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
         os.replace(path.with_suffix(".tmp"), path)
         indices = np.memmap(path, graph.indices.dtype, "r") if train_indptr[-1] else np.zeros(0, graph.indices.dtype)
         train = Graph(train_indptr, indices, n)
-    val_pos, test_pos = (np.concatenate(held[k], axis=1) for k in ("val", "test"))
     return held_out_split(graph, val_pos, test_pos, seed=seed, train=train)
 
