@@ -77,6 +77,35 @@ def test_two_hosts_rendezvous_and_finish(edges, tmp_path):
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["processes"] == 2
 
 
+@pytest.mark.parametrize("same_file", [True, False], ids=["same", "different"])
+def test_hosts_that_do_not_share_a_disk_each_prepare_the_edge_list_once(edges, tmp_path, same_file):
+    """Each "host" writes to its own OUT (as on its own disk): rank 0 prepares OUT/prepared on host 0; host
+    1 does not see it, so its first process (rank 1) prepares its own copy while rank 2 waits for it."""
+    theirs = edges
+    if not same_file:  # host 1's file has one edge fewer: every rank stops, naming the difference
+        data = np.load(edges)
+        theirs = tmp_path / "e.npz"
+        np.savez(theirs, edge_index=data["edge_index"][:, 1:], x=data["x"])
+    endpoint = f"127.0.0.1:{_port()}"
+    procs = [subprocess.Popen(
+        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(host + 1), "--rdzv-backend",
+         "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-copy", "-m", "gaescale", "train",
+         str(edges if host == 0 else theirs), "--out", str(tmp_path / f"host{host}"), "--strategy", "neighbor",
+         "--hidden", "16", "--dim", "8", "--epochs", "2", "--no-report", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for host in (0, 1)]
+    errs = [p.communicate(timeout=240)[1] for p in procs]
+    if not same_file:
+        assert all(p.returncode != 0 for p in procs)
+        assert "gaescale: error (rank 0): rank 1's" in errs[0] and "9,999 edges" in errs[0], errs[0][-2000:]
+        return
+    assert all(p.returncode == 0 for p in procs), errs
+    assert "ranks [1], whose hosts do not see it, prepared their own" in errs[0], errs[0][-2000:]
+    copies = [np.load(tmp_path / f"host{h}" / "prepared" / "indices.npy") for h in (0, 1)]
+    assert np.array_equal(*copies)
+    assert json.loads((tmp_path / "host0" / "metrics.json").read_text())["processes"] == 3
+    assert sorted(p.name for p in (tmp_path / "host1").iterdir()) == ["prepared"]  # rank 0 alone writes outputs
+
+
 def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
     out = tmp_path / "run"
     launcher = subprocess.Popen(
@@ -190,7 +219,10 @@ def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_bat
                  extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
     assert run.returncode == 0, run.stderr
     metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
-    losses, state = _reference(edges, name, flags, 3)
+    # the strategies that partition the graph read the edge list through the run's own prepared copy
+    copy = tmp_path / "two" / "prepared"
+    assert copy.is_dir() == (name != "fastgae")
+    losses, state = _reference(copy if copy.is_dir() else edges, name, flags, 3)
     assert metrics["history"][0]["steps"] == {"cluster": 2, "neighbor": 5, "fastgae": 1}[name]  # 9,000 edges / (2 x 1,024)
     np.testing.assert_allclose([h["loss"] for h in metrics["history"]], losses, rtol=1e-5)
     saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
@@ -270,7 +302,8 @@ def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_wher
     a, b = (json.loads((tmp_path / d / "metrics.json").read_text())["history"] for d in ("whole", "part"))
     assert [h["loss"] for h in b] == [h["loss"] for h in a]  # bit for bit, rank 1's draws included
     one = _train(edges, tmp_path / "part", sys.executable, extra=[*args, "--resume", "--epochs", "8"])
-    assert one.returncode == 0, one.stderr  # one process may take over from rank 0
+    assert one.returncode == 0, one.stderr  # one process may take over from rank 0, from the run's prepared copy
+    assert json.loads((tmp_path / "part" / "metrics.json").read_text())["prepared"] == str(tmp_path / "part" / "prepared")
     three = _train(edges, tmp_path / "part", *TORCHRUN, "--nproc-per-node", "3", "--master-port", str(_port()),
                    extra=[*args, "--resume", "--epochs", "10"])
     assert three.returncode != 0 and "resume with as many processes as wrote it" in three.stderr

@@ -26,7 +26,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -40,11 +40,13 @@ from .sparse import PairIndex
 
 @dataclass(frozen=True)
 class Dist:
-    """This process's place in the group: ``rank`` of ``world_size``, and the backend."""
+    """This process's place in the group: ``rank`` of ``world_size``, the backend, and ``local_rank``, its
+    place among the processes of its host."""
 
     rank: int
     world_size: int
     backend: str
+    local_rank: int = 0
 
     @property
     def is_main(self) -> bool:
@@ -76,7 +78,7 @@ def from_torchrun(environ: Mapping[str, str] | None = None, *, timeout: float = 
     except Exception as exc:  # torch raises RuntimeError/ValueError/DistStoreError variously
         raise DistributedError(f"could not join the process group at {environ.get('MASTER_ADDR')}:"
                                f"{environ.get('MASTER_PORT')} ({type(exc).__name__}: {exc}).") from None
-    return Dist(dist.get_rank(), dist.get_world_size(), backend)
+    return Dist(dist.get_rank(), dist.get_world_size(), backend, int(environ.get("LOCAL_RANK", "0")))
 
 
 def shutdown() -> None:
@@ -152,6 +154,37 @@ def gather_to_main(obj, *, waiting: bool = False) -> list | None:
     out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
     _collective(dist.gather_object, obj, out, 0, waiting=waiting)
     return out
+
+
+def once_per_filesystem(group: Dist, make: Callable[[], None], seen: Callable[[], bool], what: str) -> list[int]:
+    """Have ``make`` write files at a path that every rank names alike, once per filesystem: rank 0 makes
+    them; every rank that does not then ``seen`` them (another host, with its own disk) waits while its
+    host's first process (local rank 0) makes its own copy. Returns the ranks that made one. An error in
+    a ``make`` stops every rank: the rank that failed raises it, the others a :class:`DistributedError`
+    naming ``what``."""
+    made = _each_once(group, group.is_main, make, what)
+    made += _each_once(group, group.local_rank == 0 and not seen(), make, what)
+    if not seen():
+        raise DistributedError(f"rank {group.rank} does not see {what} that its host's first process (local "
+                               "rank 0) made; give every process of a host the same working directory and paths.")
+    return made
+
+
+def _each_once(group: Dist, mine: bool, make: Callable[[], None], what: str) -> list[int]:
+    """Run ``make`` on the ranks where ``mine``; every rank returns the ranks that ran it, or raises if one
+    failed (see :func:`once_per_filesystem`)."""
+    error = None
+    if mine:
+        try:
+            make()
+        except Exception as exc:  # raised below, once the others know to stop
+            error = exc
+    status = gather(None if not mine else "failed" if error is not None else "made", waiting=True)
+    if error is not None:
+        raise error
+    if "failed" in status:
+        raise DistributedError(f"rank {status.index('failed')} failed to make {what} (its error says more).")
+    return [r for r, s in enumerate(status) if s == "made"]
 
 
 def rank_seed(seed: int, rank: int) -> int:

@@ -22,15 +22,14 @@ from .devices import resolve_device
 from .distributed import (ShardedFullBatch, barrier, broadcast_array, broadcast_state, choice_from_main, gather,
                           gather_to_main, peer_failures)
 from .encoders import ENCODERS
-from .errors import DistributedError, InputFileError, ParameterError
-from .features import attach_features
+from .errors import DistributedError, ParameterError
 from .graph import Graph
-from .io import EdgeList, read_edges
+from .inputs import as_array, as_tensor, read_inputs
+from .io import EdgeList
 from .models import GAE, VGAE
 from .evaluate import hits_at_k, link_scores, mrr, pair_scores
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
-from .prepare import is_prepared, open_prepared
 from .shards import embed_sharded, node_bounds, partition
 from .split import hashed_is_train, hashed_rows, held_out_split, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
@@ -51,16 +50,6 @@ class RunResult:
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def load_edges(config: TrainConfig) -> EdgeList:
-    """Read ``config.edges`` and, if given, ``config.features``."""
-    if config.edges is None:
-        raise ParameterError("edges", "train", "the path of an edge list", None)
-    data = read_edges(config.edges, ids=config.ids, header=config.header)
-    if config.features is not None:
-        data = attach_features(data, config.features)
-    return data
 
 
 def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
@@ -96,7 +85,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         log(f"device: {device} ({torch.cuda.get_device_name(device)})")
     t_start = time.perf_counter()
 
-    inputs = _inputs(config, data, log)
+    inputs = read_inputs(config, data, log, out=out, group=group)
     graph, x, prepared = inputs.graph, inputs.x, inputs.prepared
     num_nodes, num_edges, num_features = graph.num_nodes, graph.num_edges, None if x is None else int(x.shape[1])
     strategy_name = _choose_strategy(config, num_nodes, num_edges, num_features, log, prepared=prepared is not None,
@@ -144,12 +133,12 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         log(f"split: {split.num_train:,} train / {split.val_pos.shape[1]:,} val / {split.test_pos.shape[1]:,} test "
             f"edges [{time.perf_counter() - t:.1f}s]")
     csr = (graph.indptr, graph.indices) if main else None  # for graph.npz (topk --exclude-existing, the report)
-    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log, group)
+    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, x, log, group, prepared=prepared is not None)
     if sharded:  # only the shards are kept (rank 0 keeps the held-out edges of the split)
         train_graph = x = None
         if not main:
             inputs = split = None
-    x = _features(x)  # a prepared graph's features are copied from the map here
+    x = as_tensor(x)  # a prepared graph's features are copied from the map here
     del graph  # from here on only the training graph is needed
 
     torch.manual_seed(config.seed)
@@ -227,10 +216,14 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                                        "config": config.to_dict(), "in_dim": num_features,
                                        "num_nodes": int(num_nodes), "gaescale_version": __version__})
         write_json(out / "config.json", config.to_dict())
-        if inputs.prepared is not None:  # the graph stays where it is; the run names it
-            write_json(out / "graph.json", {"prepared": str(inputs.prepared.resolve())})
+        if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
+            own = inputs.prepared.resolve().parent == out.resolve()
+            write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
+            (out / "graph.npz").unlink(missing_ok=True)  # an earlier run's, into the same OUT
         else:
             write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
+            (out / "graph.json").unlink(missing_ok=True)
+            shutil.rmtree(out / "split", ignore_errors=True)  # a prepared graph's split, of an earlier run
         write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
                   test_neg=split.test_neg)
         metrics["peak_rss_bytes"] = max(setup_peak, peak_rss_bytes())
@@ -243,56 +236,6 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     log(summary + (f"\noutputs in {out}/" if out is not None else ""))
     return RunResult(model, embeddings, node_ids, metrics, out)
-
-
-@dataclass
-class Inputs:
-    """What training reads: the graph (memory-mapped when ``prepared``), the features, the original ids."""
-
-    graph: Graph
-    x: torch.Tensor | np.ndarray | None  # a prepared graph's: its memory-mapped (N, F) array
-    node_ids: np.ndarray | None  # None for a prepared graph: its nodes.tsv is copied
-    prepared: Path | None = None
-
-
-def _inputs(config: TrainConfig, data: EdgeList | None, log) -> Inputs:
-    """Read the edge list (and features) into a graph, or map a directory of 'gaescale prepare'."""
-    t = time.perf_counter()
-    if data is None and is_prepared(config.edges):
-        if config.features is not None:
-            raise ParameterError("features", "train", "unset for a prepared graph (give the features to "
-                                                      "'gaescale prepare --features')", config.features)
-        p = open_prepared(config.edges)
-        log(f"opened {p.path}: {p.graph.num_nodes:,} nodes, {p.graph.num_edges:,} edges, memory-mapped "
-            f"(prepared from {p.manifest['source']}) [{time.perf_counter() - t:.1f}s]")
-        _log_features(p.x, log)
-        return Inputs(p.graph, p.x, None, p.path)  # the features stay mapped until train knows which rows it needs
-    if data is None and config.edges is not None and Path(config.edges).is_dir():
-        raise InputFileError(config.edges, "is a directory but not a prepared graph (no graph.json); pass an "
-                                           "edge-list file, or a directory written by 'gaescale prepare'.")
-    data = data if data is not None else load_edges(config)
-    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
-    log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
-    graph.require_edges(data.source or "the graph")
-    x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
-    _log_features(x, log)
-    ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
-    return Inputs(graph, x, ids)
-
-
-def _features(x) -> torch.Tensor | None:
-    """The features as a float32 tensor: a prepared graph's memory-mapped ``(N, F)`` array is copied (the map
-    is read-only)."""
-    return torch.from_numpy(np.array(x, dtype=np.float32)) if isinstance(x, np.ndarray) else x
-
-
-def _numpy(x) -> np.ndarray | None:
-    """The features as a float32 array, without a copy where they are one (a prepared graph's map)."""
-    return x.cpu().numpy() if isinstance(x, torch.Tensor) else None if x is None else np.asarray(x, np.float32)
-
-
-def _log_features(x, log) -> None:
-    log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
 
 
 def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
@@ -365,8 +308,8 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None, tra
     return FullBatch() if group is None else ShardedFullBatch(group)
 
 
-def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x, log,
-                   group=None) -> tuple[Checkpointer | None, dict | None]:
+def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x, log, group=None, *,
+                   prepared: bool = False) -> tuple[Checkpointer | None, dict | None]:
     """The run's checkpointer (None without --out or with checkpoint_every=0) and, with --resume, the state
     of its last checkpoint, checked against this configuration and graph (fingerprinted by rank 0 of a
     ``group``, the only rank that need hold it all). The hashed configuration holds the strategy actually
@@ -377,10 +320,11 @@ def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
     if out is None or not (config.checkpoint_every or config.resume):
         return None, None
     main = group is None or group.is_main
-    fingerprint = data_fingerprint(*csr, _numpy(x)) if main else None
+    fingerprint = data_fingerprint(*csr, as_array(x)) if main else None
     if group is not None:
         fingerprint = gather(fingerprint, waiting=True)[0]
-    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, {**config.to_dict(), "strategy": strategy},
+    split = "hashed" if prepared else "random"  # a prepared graph's split (gaescale.split) differs from the other
+    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, {**config.to_dict(), "strategy": strategy, "split": split},
                         fingerprint, fresh=not config.resume)
     if not config.resume:
         return ckpt, None

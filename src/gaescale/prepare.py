@@ -30,7 +30,7 @@ import numpy as np
 from .chunks import EdgeChunks
 from .errors import GraphError, InputFileError, OutputError
 from .graph import CleanStats, Graph, row_ranges, sorted_unique
-from .io import EdgeList
+from .io import EdgeList, check_file
 from .outputs import write_ids
 
 FORMAT, VERSION = "gaescale-csr", 1
@@ -80,11 +80,21 @@ def open_prepared(path) -> Prepared:
     return Prepared(p, Graph(arrays["indptr"], arrays["indices"], n, stats), x, manifest)
 
 
+def origin(edges, features=None, *, ids: str = "auto", header: str = "auto") -> dict:
+    """What a run's own prepared copy of an edge list was made from (see :mod:`gaescale.inputs`): each file's
+    resolved path, size and modification time, and the options that read them."""
+    def stat(path):
+        s = check_file(path).resolve().stat()
+        return [str(Path(path).resolve()), s.st_size, s.st_mtime_ns]
+    return {"edges": stat(edges), "features": None if features is None else stat(features), "ids": ids,
+            "header": header}
+
+
 def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=None, chunk: int = 1 << 24,
-            log: Callable[[str], None] | None = None) -> Prepared:
+            log: Callable[[str], None] | None = None, made_from: dict | None = None) -> Prepared:
     """Convert the edge list ``edges`` into the prepared directory ``out`` (see the module's docstring).
     ``chunk``: edge rows read at once, and entries per bucket; memory is about ``40 * chunk`` bytes
-    plus ``O(N)``."""
+    plus ``O(N)``. ``made_from`` (:func:`origin`), kept in the manifest, marks a run's own copy."""
     log = log or (lambda m: None)
     out = Path(out)
     if out.exists():
@@ -118,7 +128,8 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
             np.save(work / "x.npy", x)
         manifest = dict(format=FORMAT, version=VERSION, num_nodes=n, num_edges=unique, source=str(reader.path),
                         ids=reader.kind, features=None if x is None else int(x.shape[1]),
-                        stats=dict(rows=stats.rows, self_loops=stats.self_loops, duplicates=stats.duplicates))
+                        stats=dict(rows=stats.rows, self_loops=stats.self_loops, duplicates=stats.duplicates),
+                        **({} if made_from is None else {"origin": made_from}))
         (work / "graph.json").write_text(json.dumps(manifest, indent=2) + "\n")
         os.replace(work, out)
     except BaseException:

@@ -6,7 +6,8 @@ Layout (every file written atomically by :mod:`gaescale.pipeline`)::
     embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
     nodes.tsv       original node ids, one per line
     graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR; or
-    graph.json      {"prepared": DIR} when the run trained on a 'gaescale prepare' directory
+    graph.json      {"prepared": DIR} when the run trained on a 'gaescale prepare' directory (relative to the
+                    run: its own copy, OUT/prepared)
     heldout.npz     val_pos, val_neg, test_pos, test_neg: (2, P) int64 node indices
     metrics.json    test/val AUC and AP, Hits@K, MRR, per-epoch history
     config.json, model.pt, checkpoints/
@@ -96,7 +97,7 @@ class Run:
         ref = self.path / "graph.json"
         if ref.is_file() and not (self.path / "graph.npz").is_file():
             from .prepare import open_prepared
-            return open_prepared(json.loads(ref.read_text())["prepared"]).graph
+            return open_prepared(self.path / json.loads(ref.read_text())["prepared"]).graph  # relative: the run's own copy
         with np.load(self._file("graph.npz"), allow_pickle=False) as g:
             indptr, indices = g["indptr"], g["indices"]
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1))

@@ -1,0 +1,160 @@
+"""What training reads, before anything is split: an edge list (and its features) read into memory, or a
+directory of ``gaescale prepare``, memory-mapped.
+
+Under torchrun, an edge list trained with a strategy that partitions the graph (``neighbor`` and
+``cluster``, and ``auto``, which may choose one) is first prepared into the run's own copy,
+``OUT/prepared``: it is parsed once per filesystem instead of once per process (rank 0 prepares it; a
+host that does not see it, having its own disk, prepares its own), and each process then reads only the
+rows it needs of the memory-mapped graph, as when it is given a prepared graph. Such a run splits as a
+prepared graph's does (by hash, :func:`gaescale.split.split_hashed`), so a resumed run, with any number
+of processes, trains from that same copy while the files it was made from are unchanged
+(:func:`gaescale.prepare.origin`); a fresh run that reads the edge list into memory removes it.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import TrainConfig
+from .distributed import Dist, from_main, gather, once_per_filesystem
+from .errors import DistributedError, InputFileError, ParameterError
+from .features import attach_features
+from .graph import Graph
+from .io import EdgeList, read_edges
+from .prepare import is_prepared, open_prepared, origin, prepare
+
+PARTITIONING = ("neighbor", "cluster", "auto")  # the strategies under which ranks prepare an edge list once
+RUN_COPY = "prepared"  # the run's own prepared copy of its edge list: OUT/prepared
+
+
+@dataclass
+class Inputs:
+    """What training reads: the graph (memory-mapped when ``prepared``), the features, the original ids."""
+
+    graph: Graph
+    x: torch.Tensor | np.ndarray | None  # a prepared graph's: its memory-mapped (N, F) array
+    node_ids: np.ndarray | None  # None for a prepared graph: its nodes.tsv is copied
+    prepared: Path | None = None
+
+
+def load_edges(config: TrainConfig) -> EdgeList:
+    """Read ``config.edges`` and, if given, ``config.features``."""
+    if config.edges is None:
+        raise ParameterError("edges", "train", "the path of an edge list", None)
+    data = read_edges(config.edges, ids=config.ids, header=config.header)
+    if config.features is not None:
+        data = attach_features(data, config.features)
+    return data
+
+
+def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | None = None,
+                group: Dist | None = None) -> Inputs:
+    """Read the edge list (and features) into a graph, or map a prepared directory: the one given, or the
+    run's own copy of the edge list (see the module's docstring)."""
+    t = time.perf_counter()
+    if data is None and is_prepared(config.edges):
+        if config.features is not None:
+            raise ParameterError("features", "train", "unset for a prepared graph (give the features to "
+                                                      "'gaescale prepare --features')", config.features)
+        return _mapped(config.edges, log, t)
+    if data is None and config.edges is not None and Path(config.edges).is_dir():
+        raise InputFileError(config.edges, "is a directory but not a prepared graph (no graph.json); pass an "
+                                           "edge-list file, or a directory written by 'gaescale prepare'.")
+    copy = _run_copy(config, out, group, log) if data is None else None
+    if copy is not None:
+        return _mapped(copy, log, t)
+    data = data if data is not None else load_edges(config)
+    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+    log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
+    graph.require_edges(data.source or "the graph")
+    x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
+    log_features(x, log)
+    ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
+    return Inputs(graph, x, ids)
+
+
+def _mapped(path, log, t: float) -> Inputs:
+    p = open_prepared(path)
+    log(f"opened {p.path}: {p.graph.num_nodes:,} nodes, {p.graph.num_edges:,} edges, memory-mapped "
+        f"(prepared from {p.manifest['source']}) [{time.perf_counter() - t:.1f}s]")
+    log_features(p.x, log)
+    return Inputs(p.graph, p.x, None, p.path)  # the features stay mapped until train knows which rows it needs
+
+
+def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) -> Path | None:
+    """``OUT/prepared``, made or reused, where training reads the edge list through it; None where it is
+    read into memory (a fresh run then removes the copy an earlier run left in the same OUT)."""
+    partitioned = group is not None and config.strategy in PARTITIONING
+    if config.edges is None or out is None:
+        if partitioned and config.edges is not None:
+            log("each process reads the whole edge list (with an output directory it is prepared once for all)")
+        return None
+    target = out / RUN_COPY
+    made_from = origin(config.edges, config.features, ids=config.ids, header=config.header)
+    resumed = config.resume and _is_copy(target, made_from)  # the run being resumed trained from it
+    if group is not None and config.resume and not partitioned:
+        resumed = from_main(resumed, waiting=True)  # as rank 0 sees it, on every rank
+    if group is None or not (partitioned or resumed):
+        if resumed:
+            log(f"resuming from the run's own prepared copy of {config.edges}, {target}")
+            return target
+        if not config.resume and (group is None or group.is_main) and _is_copy(target):
+            shutil.rmtree(target)
+        return None
+    reused = False
+
+    def make():
+        nonlocal reused
+        if _is_copy(target, made_from):  # an earlier run's, of these same files
+            reused = True
+            return
+        if target.exists():
+            if not _is_copy(target):
+                raise InputFileError(target, "exists but is not a copy gaescale made of an edge list; remove it "
+                                             "or choose another --out.")
+            shutil.rmtree(target)  # of other files (or of these, changed since)
+        prepare(config.edges, target, ids=config.ids, header=config.header, features=config.features,
+                made_from=made_from)
+
+    t = time.perf_counter()
+    made = once_per_filesystem(group, make, lambda: _is_copy(target, made_from), f"{target} (the edge list prepared)")
+    shapes = gather(tuple(open_prepared(target).manifest[k] for k in ("num_nodes", "num_edges")), waiting=True)
+    if len(set(shapes)) > 1:
+        bad = next(r for r, s in enumerate(shapes) if s != shapes[0])
+        raise DistributedError(f"rank {bad}'s {config.edges} holds {shapes[bad][0]:,} nodes and {shapes[bad][1]:,} "
+                               f"edges, rank 0's {shapes[0][0]:,} and {shapes[0][1]:,}; give every host the same file.")
+    others = f"; ranks {made[1:]}, whose hosts do not see it, prepared their own" if len(made) > 1 else ""
+    log(f"{'reusing' if reused else 'prepared'} {target}, the run's own copy of {config.edges}, for the "
+        f"{group.world_size} processes: each reads only the rows it needs{others} [{time.perf_counter() - t:.1f}s]")
+    return target
+
+
+def _is_copy(path: Path, made_from: dict | None = None) -> bool:
+    """Whether ``path`` is a run's own prepared copy of an edge list (made from ``made_from``, if given)."""
+    if not is_prepared(path):
+        return False
+    try:
+        found = open_prepared(path).manifest.get("origin")
+    except InputFileError:
+        return False
+    return found is not None and (made_from is None or found == made_from)
+
+
+def as_tensor(x) -> torch.Tensor | None:
+    """The features as a float32 tensor: a prepared graph's memory-mapped ``(N, F)`` array is copied (the map
+    is read-only)."""
+    return torch.from_numpy(np.array(x, dtype=np.float32)) if isinstance(x, np.ndarray) else x
+
+
+def as_array(x) -> np.ndarray | None:
+    """The features as a float32 array, without a copy where they are one (a prepared graph's map)."""
+    return x.cpu().numpy() if isinstance(x, torch.Tensor) else None if x is None else np.asarray(x, np.float32)
+
+
+def log_features(x, log) -> None:
+    log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
