@@ -106,6 +106,18 @@ def test_hosts_that_do_not_share_a_disk_each_prepare_the_edge_list_once(edges, t
     assert sorted(p.name for p in (tmp_path / "host1").iterdir()) == ["prepared"]  # rank 0 alone writes outputs
 
 
+def test_a_malformed_edge_list_prepared_by_rank_0_stops_every_rank_naming_its_line(tmp_path):
+    bad = tmp_path / "e.csv"
+    bad.write_text("0,1\n1,2\n2\n")
+    t = time.time()
+    run = _train(bad, tmp_path / "run", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+                 extra=["--strategy", "neighbor"])
+    assert run.returncode != 0 and time.time() - t < 60, run.stderr
+    assert f"gaescale: error (rank 0): {bad}, line 3: expected at least 2 columns" in run.stderr, run.stderr[-2000:]
+    assert "gaescale: error (rank 1): rank 0 failed to make" in run.stderr
+    assert not (tmp_path / "run" / "prepared").exists()  # nothing half-written
+
+
 def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
     out = tmp_path / "run"
     launcher = subprocess.Popen(
