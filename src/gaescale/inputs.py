@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .checkpoint import data_fingerprint
 from .config import TrainConfig
 from .distributed import Dist, from_main, gather, once_per_filesystem
 from .errors import DistributedError, InputFileError, ParameterError
@@ -106,11 +107,13 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
         if not config.resume and (group is None or group.is_main) and _is_copy(target):
             shutil.rmtree(target)
         return None
+    mains = gather(made_from, waiting=True)[0]  # a host with its own copy of the file may see another date
+    usable = lambda: _is_copy(target, made_from) or _is_copy(target, mains)  # noqa: E731 - rank 0's, or its own
     reused = False
 
     def make():
         nonlocal reused
-        if _is_copy(target, made_from):  # an earlier run's, of these same files
+        if usable():  # an earlier run's, of these same files
             reused = True
             return
         if target.exists():
@@ -122,12 +125,15 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
                 made_from=made_from)
 
     t = time.perf_counter()
-    made = once_per_filesystem(group, make, lambda: _is_copy(target, made_from), f"{target} (the edge list prepared)")
-    shapes = gather(tuple(open_prepared(target).manifest[k] for k in ("num_nodes", "num_edges")), waiting=True)
+    made = once_per_filesystem(group, make, usable, f"{target} (the edge list prepared)")
+    copy = open_prepared(target)  # the same graph on every host: its sizes, and its degrees by their hash
+    shapes = gather((copy.graph.num_nodes, copy.graph.num_edges, data_fingerprint(copy.graph.indptr)), waiting=True)
     if len(set(shapes)) > 1:
         bad = next(r for r, s in enumerate(shapes) if s != shapes[0])
         raise DistributedError(f"rank {bad}'s {config.edges} holds {shapes[bad][0]:,} nodes and {shapes[bad][1]:,} "
-                               f"edges, rank 0's {shapes[0][0]:,} and {shapes[0][1]:,}; give every host the same file.")
+                               f"edges, rank 0's {shapes[0][0]:,} and {shapes[0][1]:,}"
+                               f"{' (their degrees differ)' if shapes[bad][:2] == shapes[0][:2] else ''}; give every "
+                               "host the same file.")
     others = f"; ranks {made[1:]}, whose hosts do not see it, prepared their own" if len(made) > 1 else ""
     log(f"{'reusing' if reused else 'prepared'} {target}, the run's own copy of {config.edges}, for the "
         f"{group.world_size} processes: each reads only the rows it needs{others} [{time.perf_counter() - t:.1f}s]")
