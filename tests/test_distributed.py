@@ -77,38 +77,41 @@ def test_two_hosts_rendezvous_and_finish(edges, tmp_path):
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["processes"] == 2
 
 
-@pytest.mark.parametrize("case", ["own-disk", "shared-disk", "other-file"])
-def test_hosts_prepare_the_edge_list_once_per_disk(edges, tmp_path, case):
-    """Each "host" reads its own copy of the edge list. ``own-disk``: each writes to its own OUT (as on its own
-    disk): rank 0 prepares OUT/prepared on host 0; host 1 does not see it, so its first process (rank 1)
-    prepares its own while rank 2 waits for it. ``shared-disk``: both write to one OUT; host 1 uses rank 0's
-    copy although its file has another path and date. ``other-file``: host 1's file has one edge fewer, and
-    every rank stops, naming the difference."""
-    data = np.load(edges)
-    theirs = tmp_path / "theirs.npz"
-    np.savez(theirs, edge_index=data["edge_index"][:, 1:] if case == "other-file" else data["edge_index"], x=data["x"])
+@pytest.mark.parametrize("case", ["own-disk", "shared-disk", "blocked"])
+def test_rank_0_alone_reads_the_edge_list_and_sends_its_copy_to_hosts_that_do_not_see_it(edges, tmp_path, case):
+    """Host 1 is given a path where it has no file: only rank 0 reads the edge list. ``own-disk``: each host
+    writes to its own OUT (as on its own disk), so host 1 does not see rank 0's OUT/prepared: its first
+    process (rank 1) receives a copy while rank 2 waits. ``shared-disk``: both write to one OUT, and host 1
+    maps rank 0's copy. ``blocked``: host 1's OUT/prepared is a file of the user's: every rank stops, and
+    rank 1 names it."""
     outs = [tmp_path / "host0", tmp_path / ("host0" if case == "shared-disk" else "host1")]
+    if case == "blocked":
+        outs[1].mkdir()
+        (outs[1] / "prepared").write_text("mine")
     endpoint = f"127.0.0.1:{_port()}"
     procs = [subprocess.Popen(
         [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(host + 1), "--rdzv-backend",
          "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-copy", "-m", "gaescale", "train",
-         str(edges if host == 0 else theirs), "--out", str(outs[host]), "--strategy", "neighbor",
+         str(edges if host == 0 else tmp_path / "missing.npz"), "--out", str(outs[host]), "--strategy", "neighbor",
          "--hidden", "16", "--dim", "8", "--epochs", "2", "--no-report", "--threads", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for host in (0, 1)]
     errs = [p.communicate(timeout=240)[1] for p in procs]
-    if case == "other-file":
+    if case == "blocked":
         assert all(p.returncode != 0 for p in procs)
-        assert "gaescale: error (rank 0): rank 1's" in errs[0] and "9,999 edges" in errs[0], errs[0][-2000:]
+        assert f"gaescale: error (rank 1): {outs[1] / 'prepared'}: exists but is not a copy" in errs[1], errs[1][-2000:]
+        assert "gaescale: error (rank 0): rank 1 failed to make" in errs[0], errs[0][-2000:]
+        assert (outs[1] / "prepared").read_text() == "mine"
+        assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # no partial copy left behind
         return
     assert all(p.returncode == 0 for p in procs), errs
     assert json.loads((tmp_path / "host0" / "metrics.json").read_text())["processes"] == 3
     if case == "shared-disk":
-        assert "prepared their own" not in errs[0], errs[0][-2000:]
+        assert "sent to" not in errs[0], errs[0][-2000:]
         return
-    assert "ranks [1], whose hosts do not see it, prepared their own" in errs[0], errs[0][-2000:]
-    copies = [np.load(tmp_path / f"host{h}" / "prepared" / "indices.npy") for h in (0, 1)]
-    assert np.array_equal(*copies)
-    assert sorted(p.name for p in (tmp_path / "host1").iterdir()) == ["prepared"]  # rank 0 alone writes outputs
+    assert "sent to ranks [1], whose hosts do not see it" in errs[0], errs[0][-2000:]
+    for name in ("graph.json", "indptr.npy", "indices.npy", "nodes.tsv", "x.npy"):
+        assert (outs[0] / "prepared" / name).read_bytes() == (outs[1] / "prepared" / name).read_bytes()
+    assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # rank 0 alone writes outputs
 
 
 def test_a_malformed_edge_list_prepared_by_rank_0_stops_every_rank_naming_its_line(tmp_path):

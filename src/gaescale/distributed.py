@@ -23,9 +23,12 @@ so that no rank waits on a collective the others have left.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -156,18 +159,81 @@ def gather_to_main(obj, *, waiting: bool = False) -> list | None:
     return out
 
 
-def once_per_filesystem(group: Dist, make: Callable[[], None], seen: Callable[[], bool], what: str) -> list[int]:
-    """Have ``make`` write files at a path that every rank names alike, once per filesystem: rank 0 makes
-    them; every rank that does not then ``seen`` them (another host, with its own disk) waits while its
-    host's first process (local rank 0) makes its own copy. Returns the ranks that made one. An error in
-    a ``make`` stops every rank: the rank that failed raises it, the others a :class:`DistributedError`
-    naming ``what``."""
-    made = _each_once(group, group.is_main, make, what)
-    made += _each_once(group, group.local_rank == 0 and not seen(), make, what)
+def once_per_filesystem(group: Dist, path: Path, make: Callable[[], None], seen: Callable[[], bool],
+                        clear: Callable[[], None], what: str) -> list[int]:
+    """Have rank 0 ``make`` the directory ``path`` (a path every rank names alike), and every host that does
+    not then ``seen`` it (its own disk) receive a copy from rank 0: its first process (local rank 0)
+    ``clear``s the path and writes the files it is sent, while the host's other processes wait. Returns the
+    ranks that received a copy. An error in ``make``, ``clear`` or the writing stops every rank: the rank
+    that failed raises it, the others a :class:`DistributedError` naming ``what``."""
+    _each_once(group, group.is_main, make, what)
+    receivers = [r for r, n in enumerate(gather(group.local_rank == 0 and not seen(), waiting=True)) if n]
+    if receivers:
+        _each_once(group, group.is_main or group.rank in receivers,
+                   lambda: _send_directory(path, receivers) if group.is_main else _receive_directory(path, clear), what)
     if not seen():
         raise DistributedError(f"rank {group.rank} does not see {what} that its host's first process (local "
-                               "rank 0) made; give every process of a host the same working directory and paths.")
-    return made
+                               "rank 0) received; give every process of a host the same working directory and paths.")
+    return receivers
+
+
+_CHUNK = 1 << 26  # bytes per message of a directory sent to another host
+
+
+def _send_directory(path: Path, receivers: list[int]) -> None:
+    """Send the files of the directory ``path`` to ``receivers`` (see :func:`_receive_directory`)."""
+    listing = [(p.name, p.stat().st_size) for p in sorted(path.iterdir()) if p.is_file()]
+    for r in receivers:
+        _collective(dist.send_object_list, [listing], r, waiting=True)
+    for name, _ in listing:
+        with open(path / name, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                t = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
+                for r in receivers:
+                    _collective(dist.send, t, r, waiting=True)
+
+
+def _receive_directory(path: Path, clear: Callable[[], None]) -> None:
+    """Receive rank 0's directory into ``path`` (written beside it, then renamed). After an error, the rest is
+    still received, so that rank 0 is not left sending, and then the error is raised."""
+    listing: list = [None]
+    _collective(dist.recv_object_list, listing, 0, waiting=True)
+    error, work = None, None
+    try:
+        clear()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    except Exception as exc:
+        error = exc
+    for name, size in listing[0]:
+        fh = None
+        try:
+            fh = open(work / name, "wb") if error is None else None
+        except OSError as exc:
+            error = exc
+        while size:
+            buf = torch.empty(min(_CHUNK, size), dtype=torch.uint8)
+            _collective(dist.recv, buf, 0, waiting=True)
+            size -= buf.numel()
+            try:
+                if fh is not None and error is None:
+                    fh.write(buf.numpy().tobytes())
+            except OSError as exc:
+                error = exc
+        try:
+            if fh is not None:
+                fh.close()
+        except OSError as exc:
+            error = error or exc
+    if error is None:
+        try:
+            os.replace(work, path)
+        except OSError as exc:
+            error = exc
+    if error is not None:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        raise error
 
 
 def _each_once(group: Dist, mine: bool, make: Callable[[], None], what: str) -> list[int]:

@@ -3,9 +3,9 @@ directory of ``gaescale prepare``, memory-mapped.
 
 Under torchrun, an edge list trained with a strategy that partitions the graph (``neighbor`` and
 ``cluster``, and ``auto``, which may choose one) is first prepared into the run's own copy,
-``OUT/prepared``: it is parsed once per filesystem instead of once per process (rank 0 prepares it; a
-host that does not see it, having its own disk, prepares its own), and each process then reads only the
-rows it needs of the memory-mapped graph, as when it is given a prepared graph. Such a run splits as a
+``OUT/prepared``: only rank 0 reads the edge list, once, instead of every process; a host that does not
+see rank 0's copy (its own disk) receives it from rank 0 over the process group. Each process then reads
+only the rows it needs of the memory-mapped graph, as when it is given a prepared graph. Such a run splits as a
 prepared graph's does (by hash, :func:`gaescale.split.split_hashed`), so a resumed run, with any number
 of processes, trains from that same copy while the files it was made from are unchanged
 (:func:`gaescale.prepare.origin`); a fresh run that reads the edge list into memory removes it.
@@ -89,54 +89,57 @@ def _mapped(path, log, t: float) -> Inputs:
 
 def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) -> Path | None:
     """``OUT/prepared``, made or reused, where training reads the edge list through it; None where it is
-    read into memory (a fresh run then removes the copy an earlier run left in the same OUT)."""
+    read into memory (a fresh run then removes the copy an earlier run left in the same OUT). Under torchrun
+    only rank 0 reads the edge list."""
     partitioned = group is not None and config.strategy in PARTITIONING
     if config.edges is None or out is None:
         if partitioned and config.edges is not None:
             log("each process reads the whole edge list (with an output directory it is prepared once for all)")
         return None
     target = out / RUN_COPY
-    made_from = origin(config.edges, config.features, ids=config.ids, header=config.header)
-    resumed = config.resume and _is_copy(target, made_from)  # the run being resumed trained from it
+    main = group is None or group.is_main
+    made_from = origin(config.edges, config.features, ids=config.ids, header=config.header) if main else None
+    resumed = main and config.resume and _is_copy(target, made_from)  # the run being resumed trained from it
     if group is not None and config.resume and not partitioned:
         resumed = from_main(resumed, waiting=True)  # as rank 0 sees it, on every rank
     if group is None or not (partitioned or resumed):
         if resumed:
             log(f"resuming from the run's own prepared copy of {config.edges}, {target}")
             return target
-        if not config.resume and (group is None or group.is_main) and _is_copy(target):
+        if not config.resume and main and _is_copy(target):
             shutil.rmtree(target)
         return None
-    mains = gather(made_from, waiting=True)[0]  # a host with its own copy of the file may see another date
-    usable = lambda: _is_copy(target, made_from) or _is_copy(target, mains)  # noqa: E731 - rank 0's, or its own
+    made_from = gather(made_from, waiting=True)[0]  # rank 0's files: the others need not have them
     reused = False
 
-    def make():
-        nonlocal reused
-        if usable():  # an earlier run's, of these same files
-            reused = True
-            return
+    def clear():  # the way made free for a new copy
         if target.exists():
             if not _is_copy(target):
                 raise InputFileError(target, "exists but is not a copy gaescale made of an edge list; remove it "
                                              "or choose another --out.")
             shutil.rmtree(target)  # of other files (or of these, changed since)
-        prepare(config.edges, target, ids=config.ids, header=config.header, features=config.features,
-                made_from=made_from)
+
+    def make():
+        nonlocal reused
+        reused = _is_copy(target, made_from)  # an earlier run's, of these same files
+        if not reused:
+            clear()
+            prepare(config.edges, target, ids=config.ids, header=config.header, features=config.features,
+                    made_from=made_from)
 
     t = time.perf_counter()
-    made = once_per_filesystem(group, make, usable, f"{target} (the edge list prepared)")
-    copy = open_prepared(target)  # the same graph on every host: its sizes, and its degrees by their hash
+    sent = once_per_filesystem(group, target, make, lambda: _is_copy(target, made_from), clear,
+                               f"{target} (the edge list prepared)")
+    copy = open_prepared(target)  # what every process maps is rank 0's graph: its sizes, and its degrees by their hash
     shapes = gather((copy.graph.num_nodes, copy.graph.num_edges, data_fingerprint(copy.graph.indptr)), waiting=True)
     if len(set(shapes)) > 1:
         bad = next(r for r, s in enumerate(shapes) if s != shapes[0])
-        raise DistributedError(f"rank {bad}'s {config.edges} holds {shapes[bad][0]:,} nodes and {shapes[bad][1]:,} "
-                               f"edges, rank 0's {shapes[0][0]:,} and {shapes[0][1]:,}"
-                               f"{' (their degrees differ)' if shapes[bad][:2] == shapes[0][:2] else ''}; give every "
-                               "host the same file.")
-    others = f"; ranks {made[1:]}, whose hosts do not see it, prepared their own" if len(made) > 1 else ""
+        raise DistributedError(f"rank {bad} maps a graph at {target} that is not rank 0's ({shapes[bad][0]:,} nodes and "
+                               f"{shapes[bad][1]:,} edges, against {shapes[0][0]:,} and {shapes[0][1]:,}, or other "
+                               "degrees); remove that copy and run again.")
+    sent_to = f"; sent to ranks {sent}, whose hosts do not see it" if sent else ""
     log(f"{'reusing' if reused else 'prepared'} {target}, the run's own copy of {config.edges}, for the "
-        f"{group.world_size} processes: each reads only the rows it needs{others} [{time.perf_counter() - t:.1f}s]")
+        f"{group.world_size} processes: each reads only the rows it needs{sent_to} [{time.perf_counter() - t:.1f}s]")
     return target
 
 
