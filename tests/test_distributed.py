@@ -77,6 +77,22 @@ def test_two_hosts_rendezvous_and_finish(edges, tmp_path):
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["processes"] == 2
 
 
+def _two_hosts(tmp_path, edges, outs, *extra, nproc=(1, 2), host1_edges=None):
+    """Two torchrun launchers on 127.0.0.1 (``--nnodes 2``, ``nproc`` processes each) training with
+    neighbour sampling; host 1 is given a path where it has no file (or ``host1_edges``). Returns the
+    launchers' exit codes and stderr."""
+    endpoint = f"127.0.0.1:{_port()}"
+    procs = [subprocess.Popen(
+        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(nproc[host]), "--rdzv-backend",
+         "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-hosts", "-m", "gaescale", "train",
+         str(edges if host == 0 else host1_edges or tmp_path / "missing.npz"), "--out", str(outs[host]),
+         "--strategy", "neighbor", "--hidden", "16", "--dim", "8", "--epochs", "2", "--no-report", "--threads", "1",
+         *(extra[host] if extra else ())],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for host in (0, 1)]
+    errs = [p.communicate(timeout=240)[1] for p in procs]
+    return [p.returncode for p in procs], errs
+
+
 @pytest.mark.parametrize("case", ["own-disk", "shared-disk", "blocked"])
 def test_rank_0_alone_reads_the_edge_list_and_sends_its_copy_to_hosts_that_do_not_see_it(edges, tmp_path, case):
     """Host 1 is given a path where it has no file: only rank 0 reads the edge list. ``own-disk``: each host
@@ -88,22 +104,15 @@ def test_rank_0_alone_reads_the_edge_list_and_sends_its_copy_to_hosts_that_do_no
     if case == "blocked":
         outs[1].mkdir()
         (outs[1] / "prepared").write_text("mine")
-    endpoint = f"127.0.0.1:{_port()}"
-    procs = [subprocess.Popen(
-        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(host + 1), "--rdzv-backend",
-         "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-copy", "-m", "gaescale", "train",
-         str(edges if host == 0 else tmp_path / "missing.npz"), "--out", str(outs[host]), "--strategy", "neighbor",
-         "--hidden", "16", "--dim", "8", "--epochs", "2", "--no-report", "--threads", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for host in (0, 1)]
-    errs = [p.communicate(timeout=240)[1] for p in procs]
+    codes, errs = _two_hosts(tmp_path, edges, outs)
     if case == "blocked":
-        assert all(p.returncode != 0 for p in procs)
+        assert all(codes)
         assert f"gaescale: error (rank 1): {outs[1] / 'prepared'}: exists but is not a copy" in errs[1], errs[1][-2000:]
         assert "gaescale: error (rank 0): rank 1 failed to make" in errs[0], errs[0][-2000:]
         assert (outs[1] / "prepared").read_text() == "mine"
         assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # no partial copy left behind
         return
-    assert all(p.returncode == 0 for p in procs), errs
+    assert not any(codes), errs
     assert json.loads((tmp_path / "host0" / "metrics.json").read_text())["processes"] == 3
     if case == "shared-disk":
         assert "sent to" not in errs[0], errs[0][-2000:]
@@ -112,6 +121,30 @@ def test_rank_0_alone_reads_the_edge_list_and_sends_its_copy_to_hosts_that_do_no
     for name in ("graph.json", "indptr.npy", "indices.npy", "nodes.tsv", "x.npy"):
         assert (outs[0] / "prepared" / name).read_bytes() == (outs[1] / "prepared" / name).read_bytes()
     assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # rank 0 alone writes outputs
+
+
+def test_hosts_without_a_shared_disk_resume_from_rank_0s_checkpoint(edges, tmp_path):
+    """Rank 0 reads the checkpoint and sends it: host 1 has none in its own OUT, and the resumed run
+    continues every rank where it stopped (the losses of an uninterrupted run, bit for bit)."""
+    ckpt = ["--checkpoint-every", "1", "--batch-size", "2048", "--fanouts", "5,5"]
+    runs = {}
+    for name, epochs, resume in (("whole", "4", []), ("part", "2", []), ("part", "4", ["--resume"])):
+        outs = [tmp_path / name, tmp_path / f"{name}-host1"]
+        codes, errs = _two_hosts(tmp_path, edges, outs, *[[*ckpt, "--epochs", epochs, *resume]] * 2, nproc=(1, 1))
+        assert not any(codes), errs
+        runs[name] = json.loads((outs[0] / "metrics.json").read_text())["history"]
+        assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # no checkpoint where rank 1 is
+    assert len(runs["part"]) == 4
+    assert [h["loss"] for h in runs["part"]] == [h["loss"] for h in runs["whole"]]
+
+
+def test_ranks_started_with_other_settings_stop_before_any_work(edges, tmp_path):
+    codes, errs = _two_hosts(tmp_path, edges, [tmp_path / "h0", tmp_path / "h1"], ["--lr", "0.01"], ["--lr", "0.02"],
+                             nproc=(1, 1), host1_edges=edges)
+    assert all(codes)
+    assert ("gaescale: error (rank 0): rank 1 was started with other settings than rank 0: lr 0.02 (rank 0: 0.01)"
+            in errs[0]), errs[0][-2000:]
+    assert not (tmp_path / "h0").exists()  # nothing written
 
 
 def test_a_malformed_edge_list_prepared_by_rank_0_stops_every_rank_naming_its_line(tmp_path):

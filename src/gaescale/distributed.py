@@ -144,6 +144,25 @@ def broadcast_state(module: torch.nn.Module) -> None:
             value.copy_(host)
 
 
+def object_from_main(make: Callable[[], object], what: str):
+    """What ``make()`` returns on rank 0 (a picklable object: a checkpoint's state), on every rank; the others
+    wait for it. An error in ``make`` stops every rank: rank 0 raises it, the others a
+    :class:`DistributedError` naming ``what``."""
+    error, obj = None, None
+    if dist.get_rank() == 0:
+        try:
+            obj = make()
+        except Exception as exc:  # raised below, once the others know to stop
+            error = exc
+    if not from_main(error is None, waiting=True):
+        if error is not None:
+            raise error
+        raise DistributedError(f"rank 0 failed to make {what} (its error says more).")
+    box = [obj]
+    _collective(dist.broadcast_object_list, box, 0, waiting=True)
+    return box[0]
+
+
 def gather(obj, *, waiting: bool = False) -> list:
     """``obj`` of every rank, in rank order, on every rank (small picklable objects: random states)."""
     out = [None] * dist.get_world_size()

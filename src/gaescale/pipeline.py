@@ -20,7 +20,7 @@ from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .devices import resolve_device
 from .distributed import (ShardedFullBatch, barrier, broadcast_array, broadcast_state, choice_from_main, gather,
-                          gather_to_main, peer_failures)
+                          gather_to_main, object_from_main, peer_failures)
 from .encoders import ENCODERS
 from .errors import DistributedError, ParameterError
 from .graph import Graph
@@ -84,6 +84,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if device.type == "cuda":
         log(f"device: {device} ({torch.cuda.get_device_name(device)})")
     t_start = time.perf_counter()
+    if group is not None:
+        _same_settings(config, group)
 
     inputs = read_inputs(config, data, log, out=out, group=group)
     graph, x, prepared = inputs.graph, inputs.x, inputs.prepared
@@ -308,6 +310,21 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None, tra
     return FullBatch() if group is None else ShardedFullBatch(group)
 
 
+# Settings that may differ between the hosts of a data-parallel run: paths, and what only this process sees.
+PER_HOST = frozenset({"edges", "features", "out", "quiet", "threads", "device", "report"})
+
+
+def _same_settings(config: TrainConfig, group) -> None:
+    """Refuse, on every rank, a run whose ranks were started with other settings than rank 0's (another
+    ``--lr`` on one host would silently train another model there)."""
+    every = gather({k: v for k, v in config.to_dict().items() if k not in PER_HOST}, waiting=True)
+    for rank, theirs in enumerate(every[1:], start=1):
+        changed = [f"{k} {theirs.get(k)!r} (rank 0: {v!r})" for k, v in every[0].items() if theirs.get(k) != v]
+        if changed:
+            raise DistributedError(f"rank {rank} was started with other settings than rank 0: {', '.join(changed)}; "
+                                   "start every process with the same flags.")
+
+
 def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x, log, group=None, *,
                    prepared: bool = False) -> tuple[Checkpointer | None, dict | None]:
     """The run's checkpointer (None without --out or with checkpoint_every=0) and, with --resume, the state
@@ -328,7 +345,8 @@ def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
                         fingerprint, fresh=not config.resume)
     if not config.resume:
         return ckpt, None
-    state = ckpt.load_latest()
+    # rank 0 reads it and sends it to the others, whose hosts need not see rank 0's OUT
+    state = ckpt.load_latest() if group is None else object_from_main(ckpt.load_latest, "the checkpoint to resume")
     log(f"resuming from {ckpt.last} (epoch {state['epoch']}{', stopped early' if state['stopped'] else ''})")
     return ckpt, state
 
