@@ -19,6 +19,10 @@ gradients is the gradient of the single-process loss over the same pairs, and ev
 single-process update within float tolerance. Only rank 0 evaluates, logs and writes outputs and
 checkpoints; decisions that end training (time limit, early stopping, an error) are broadcast from rank 0
 so that no rank waits on a collective the others have left.
+
+What only rank 0 reads and then sends: the checkpoint to resume (:func:`object_from_main`), and for the
+strategies that partition the graph, the edge list, which it prepares into the run's own copy; a host
+that does not see that copy receives it (:func:`once_per_filesystem`, used by :mod:`gaescale.inputs`).
 """
 from __future__ import annotations
 
