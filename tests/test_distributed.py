@@ -138,6 +138,18 @@ def test_hosts_without_a_shared_disk_resume_from_rank_0s_checkpoint(edges, tmp_p
     assert [h["loss"] for h in runs["part"]] == [h["loss"] for h in runs["whole"]]
 
 
+def test_a_prepared_directory_missing_on_one_host_stops_every_rank_naming_it(edges, tmp_path):
+    from gaescale.prepare import prepare
+    prepare(edges, tmp_path / "g")  # on host 0 only: host 1 is given a path where it has nothing
+    missing = tmp_path / "nothing"
+    codes, errs = _two_hosts(tmp_path, tmp_path / "g", [tmp_path / "h0", tmp_path / "h1"], nproc=(1, 1),
+                             host1_edges=missing)
+    assert all(codes)
+    assert (f"gaescale: error (rank 1): {missing}: is not a directory of 'gaescale prepare' on this host, where rank "
+            "0's is" in errs[1]), errs[1][-2000:]
+    assert "gaescale: error (rank 0): rank 1 does not see a directory of 'gaescale prepare'" in errs[0], errs[0][-2000:]
+
+
 def test_ranks_started_with_other_settings_stop_before_any_work(edges, tmp_path):
     codes, errs = _two_hosts(tmp_path, edges, [tmp_path / "h0", tmp_path / "h1"], ["--lr", "0.01"], ["--lr", "0.02"],
                              nproc=(1, 1), host1_edges=edges)

@@ -58,7 +58,10 @@ def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | 
     """Read the edge list (and features) into a graph, or map a prepared directory: the one given, or the
     run's own copy of the edge list (see the module's docstring)."""
     t = time.perf_counter()
-    if data is None and is_prepared(config.edges):
+    mapped = data is None and is_prepared(config.edges)
+    if group is not None and data is None:
+        _same_kind(config.edges, mapped, group)
+    if mapped:
         if config.features is not None:
             raise ParameterError("features", "train", "unset for a prepared graph (give the features to "
                                                       "'gaescale prepare --features')", config.features)
@@ -77,6 +80,21 @@ def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | 
     log_features(x, log)
     ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
     return Inputs(graph, x, ids)
+
+
+def _same_kind(edges, mapped: bool, group: Dist) -> None:
+    """Refuse, on every rank, a run in which ``edges`` is a prepared directory on some hosts and not on
+    others (the ranks would take different ways in, and wait on different collectives)."""
+    kinds = gather(mapped, waiting=True)
+    if len(set(kinds)) == 1:
+        return
+    what = "a directory of 'gaescale prepare'"
+    if kinds[group.rank] != kinds[0]:
+        raise InputFileError(edges, f"{'is' if mapped else 'is not'} {what} on this host, where rank 0's "
+                                    f"{'is not' if mapped else 'is'}; give every host the same input at this path.")
+    bad = next(r for r, k in enumerate(kinds) if k != kinds[0])
+    raise DistributedError(f"rank {bad} {'does not see' if kinds[0] else 'sees'} {what} at {edges}, where rank 0 "
+                           f"{'does' if kinds[0] else 'does not'} (its error says more).")
 
 
 def _mapped(path, log, t: float) -> Inputs:
