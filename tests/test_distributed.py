@@ -138,16 +138,27 @@ def test_hosts_without_a_shared_disk_resume_from_rank_0s_checkpoint(edges, tmp_p
     assert [h["loss"] for h in runs["part"]] == [h["loss"] for h in runs["whole"]]
 
 
-def test_a_prepared_directory_missing_on_one_host_stops_every_rank_naming_it(edges, tmp_path):
+@pytest.mark.parametrize("where", ["host 0", "host 1"])
+def test_a_prepared_directory_on_host_0_alone_is_sent_to_the_other(edges, tmp_path, where):
+    """Rank 0 maps a directory of 'gaescale prepare' that host 1 does not have: host 1 receives a copy into
+    its own OUT/prepared. The other way round (rank 0 has an edge list where host 1 has a prepared
+    directory) the ranks would read different inputs: every rank stops."""
     from gaescale.prepare import prepare
-    prepare(edges, tmp_path / "g")  # on host 0 only: host 1 is given a path where it has nothing
-    missing = tmp_path / "nothing"
-    codes, errs = _two_hosts(tmp_path, tmp_path / "g", [tmp_path / "h0", tmp_path / "h1"], nproc=(1, 1),
-                             host1_edges=missing)
-    assert all(codes)
-    assert (f"gaescale: error (rank 1): {missing}: is not a directory of 'gaescale prepare' on this host, where rank "
-            "0's is" in errs[1]), errs[1][-2000:]
-    assert "gaescale: error (rank 0): rank 1 does not see a directory of 'gaescale prepare'" in errs[0], errs[0][-2000:]
+    prepare(edges, tmp_path / "g")
+    outs = [tmp_path / "h0", tmp_path / "h1"]
+    if where == "host 1":
+        codes, errs = _two_hosts(tmp_path, edges, outs, nproc=(1, 1), host1_edges=tmp_path / "g")
+        assert all(codes)
+        assert "gaescale: error (rank 0): rank 1 sees a directory of 'gaescale prepare'" in errs[0], errs[0][-2000:]
+        assert f"gaescale: error (rank 1): {tmp_path / 'g'}: is a directory of 'gaescale prepare'" in errs[1]
+        return
+    codes, errs = _two_hosts(tmp_path, tmp_path / "g", outs, nproc=(1, 2))
+    assert not any(codes), errs
+    assert f"sent {tmp_path / 'g'} to ranks [1], whose hosts do not see it" in errs[0], errs[0][-2000:]
+    for name in ("indptr.npy", "indices.npy", "nodes.tsv", "x.npy"):
+        assert (tmp_path / "g" / name).read_bytes() == (outs[1] / "prepared" / name).read_bytes()
+    assert json.loads((outs[0] / "graph.json").read_text()) == {"prepared": str(tmp_path / "g")}
+    assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]
 
 
 def test_ranks_started_with_other_settings_stop_before_any_work(edges, tmp_path):

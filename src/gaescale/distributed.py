@@ -26,6 +26,7 @@ that does not see that copy receives it (:func:`once_per_filesystem`, used by :m
 """
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -183,17 +184,20 @@ def gather_to_main(obj, *, waiting: bool = False) -> list | None:
 
 
 def once_per_filesystem(group: Dist, path: Path, make: Callable[[], None], seen: Callable[[], bool],
-                        clear: Callable[[], None], what: str) -> list[int]:
+                        clear: Callable[[], None], what: str, *, source: Path | None = None,
+                        overrides: dict[str, bytes] | None = None) -> list[int]:
     """Have rank 0 ``make`` the directory ``path`` (a path every rank names alike), and every host that does
     not then ``seen`` it (its own disk) receive a copy from rank 0: its first process (local rank 0)
-    ``clear``s the path and writes the files it is sent, while the host's other processes wait. Returns the
-    ranks that received a copy. An error in ``make``, ``clear`` or the writing stops every rank: the rank
-    that failed raises it, the others a :class:`DistributedError` naming ``what``."""
+    ``clear``s the path and writes the files it is sent, while the host's other processes wait. Rank 0 sends
+    the files of ``source`` (default ``path``), with the contents of ``overrides`` in place of those files'.
+    Returns the ranks that received a copy. An error in ``make``, ``clear`` or the writing stops every rank:
+    the rank that failed raises it, the others a :class:`DistributedError` naming ``what``."""
     _each_once(group, group.is_main, make, what)
     receivers = [r for r, n in enumerate(gather(group.local_rank == 0 and not seen(), waiting=True)) if n]
     if receivers:
+        send = lambda: _send_directory(source or path, receivers, overrides or {})  # noqa: E731
         _each_once(group, group.is_main or group.rank in receivers,
-                   lambda: _send_directory(path, receivers) if group.is_main else _receive_directory(path, clear), what)
+                   send if group.is_main else lambda: _receive_directory(path, clear), what)
     if not seen():
         raise DistributedError(f"rank {group.rank} does not see {what} that its host's first process (local "
                                "rank 0) received; give every process of a host the same working directory and paths.")
@@ -203,13 +207,15 @@ def once_per_filesystem(group: Dist, path: Path, make: Callable[[], None], seen:
 _CHUNK = 1 << 26  # bytes per message of a directory sent to another host
 
 
-def _send_directory(path: Path, receivers: list[int]) -> None:
-    """Send the files of the directory ``path`` to ``receivers`` (see :func:`_receive_directory`)."""
-    listing = [(p.name, p.stat().st_size) for p in sorted(path.iterdir()) if p.is_file()]
+def _send_directory(path: Path, receivers: list[int], overrides: dict[str, bytes]) -> None:
+    """Send the files of the directory ``path`` (those named in ``overrides`` with its contents) to
+    ``receivers`` (see :func:`_receive_directory`)."""
+    names = sorted(p.name for p in path.iterdir() if p.is_file())
+    listing = [(n, len(overrides[n]) if n in overrides else (path / n).stat().st_size) for n in names]
     for r in receivers:
         _collective(dist.send_object_list, [listing], r, waiting=True)
     for name, _ in listing:
-        with open(path / name, "rb") as fh:
+        with io.BytesIO(overrides[name]) if name in overrides else open(path / name, "rb") as fh:
             while chunk := fh.read(_CHUNK):
                 t = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
                 for r in receivers:

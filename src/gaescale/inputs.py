@@ -9,9 +9,13 @@ only the rows it needs of the memory-mapped graph, as when it is given a prepare
 prepared graph's does (by hash, :func:`gaescale.split.split_hashed`), so a resumed run, with any number
 of processes, trains from that same copy while the files it was made from are unchanged
 (:func:`gaescale.prepare.origin`); a fresh run that reads the edge list into memory removes it.
+
+A directory of ``gaescale prepare`` that rank 0 maps and a host does not see at the path given is sent to
+that host the same way, into its own ``OUT/prepared`` (:func:`_rank_0s_directory`).
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -59,13 +63,12 @@ def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | 
     run's own copy of the edge list (see the module's docstring)."""
     t = time.perf_counter()
     mapped = data is None and is_prepared(config.edges)
-    if group is not None and data is None:
-        _same_kind(config.edges, mapped, group)
-    if mapped:
+    path = _rank_0s_directory(config, out, group, mapped, log) if group is not None and data is None else None
+    if mapped or path is not None:
         if config.features is not None:
             raise ParameterError("features", "train", "unset for a prepared graph (give the features to "
                                                       "'gaescale prepare --features')", config.features)
-        return _mapped(config.edges, log, t)
+        return _mapped(path or config.edges, log, t)
     if data is None and config.edges is not None and Path(config.edges).is_dir():
         raise InputFileError(config.edges, "is a directory but not a prepared graph (no graph.json); pass an "
                                            "edge-list file, or a directory written by 'gaescale prepare'.")
@@ -82,19 +85,41 @@ def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | 
     return Inputs(graph, x, ids)
 
 
-def _same_kind(edges, mapped: bool, group: Dist) -> None:
-    """Refuse, on every rank, a run in which ``edges`` is a prepared directory on some hosts and not on
-    others (the ranks would take different ways in, and wait on different collectives)."""
+def _rank_0s_directory(config: TrainConfig, out: Path | None, group: Dist, mapped: bool, log) -> Path | None:
+    """Where this rank maps rank 0's directory of 'gaescale prepare' (None where rank 0 reads an edge list):
+    ``config.edges``, or on a host that does not see it there, ``OUT/prepared``, a copy that rank 0 sends."""
     kinds = gather(mapped, waiting=True)
-    if len(set(kinds)) == 1:
-        return
-    what = "a directory of 'gaescale prepare'"
-    if kinds[group.rank] != kinds[0]:
-        raise InputFileError(edges, f"{'is' if mapped else 'is not'} {what} on this host, where rank 0's "
-                                    f"{'is not' if mapped else 'is'}; give every host the same input at this path.")
-    bad = next(r for r, k in enumerate(kinds) if k != kinds[0])
-    raise DistributedError(f"rank {bad} {'does not see' if kinds[0] else 'sees'} {what} at {edges}, where rank 0 "
-                           f"{'does' if kinds[0] else 'does not'} (its error says more).")
+    if not kinds[0]:
+        if any(kinds):  # the ranks would take different ways in, and wait on different collectives
+            bad = kinds.index(True)
+            if mapped:
+                raise InputFileError(config.edges, "is a directory of 'gaescale prepare' on this host, where rank "
+                                                   "0's is an edge list; give every host the same input at this path.")
+            raise DistributedError(f"rank {bad} sees a directory of 'gaescale prepare' at {config.edges}, where rank "
+                                   "0 sees an edge list (its error says more).")
+        return None
+    if all(kinds):
+        return Path(config.edges)
+    source = Path(config.edges).resolve() if group.is_main else None
+    made_from = {"prepared": str(source), "manifest": open_prepared(source).manifest} if group.is_main else None
+    made_from = gather(made_from, waiting=True)[0]
+    target = None if out is None else out / RUN_COPY
+
+    def clear():
+        if target is None:
+            raise InputFileError(config.edges, "is not a directory of 'gaescale prepare' on this host, where rank "
+                                               "0's is; give an output directory to receive a copy of it.")
+        _clear(target)
+
+    overrides = None
+    if group.is_main:  # the copy's manifest names what it copies, as a run's own copy of an edge list does
+        overrides = {"graph.json": (json.dumps({**made_from["manifest"], "origin": made_from}, indent=2) + "\n").encode()}
+    sent = once_per_filesystem(group, target, lambda: None, lambda: mapped or _is_copy(target, made_from), clear,
+                               f"a copy of {config.edges}", source=source, overrides=overrides)
+    if sent:
+        log(f"sent {config.edges} to ranks {sent}, whose hosts do not see it: each host maps its copy in its own "
+            f"--out, {RUN_COPY}/")
+    return Path(config.edges) if mapped else target
 
 
 def _mapped(path, log, t: float) -> Inputs:
@@ -130,23 +155,16 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
     made_from = gather(made_from, waiting=True)[0]  # rank 0's files: the others need not have them
     reused = False
 
-    def clear():  # the way made free for a new copy
-        if target.exists():
-            if not _is_copy(target):
-                raise InputFileError(target, "exists but is not a copy gaescale made of an edge list; remove it "
-                                             "or choose another --out.")
-            shutil.rmtree(target)  # of other files (or of these, changed since)
-
     def make():
         nonlocal reused
         reused = _is_copy(target, made_from)  # an earlier run's, of these same files
         if not reused:
-            clear()
+            _clear(target)
             prepare(config.edges, target, ids=config.ids, header=config.header, features=config.features,
                     made_from=made_from)
 
     t = time.perf_counter()
-    sent = once_per_filesystem(group, target, make, lambda: _is_copy(target, made_from), clear,
+    sent = once_per_filesystem(group, target, make, lambda: _is_copy(target, made_from), lambda: _clear(target),
                                f"{target} (the edge list prepared)")
     copy = open_prepared(target)  # what every process maps is rank 0's graph: its sizes, and its degrees by their hash
     shapes = gather((copy.graph.num_nodes, copy.graph.num_edges, data_fingerprint(copy.graph.indptr)), waiting=True)
@@ -159,6 +177,15 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
     log(f"{'reusing' if reused else 'prepared'} {target}, the run's own copy of {config.edges}, for the "
         f"{group.world_size} processes: each reads only the rows it needs{sent_to} [{time.perf_counter() - t:.1f}s]")
     return target
+
+
+def _clear(target: Path) -> None:
+    """Make way for a new copy at ``target``, removing an earlier copy (of other files, or of these, changed
+    since), never anything else."""
+    if target.exists():
+        if not _is_copy(target):
+            raise InputFileError(target, "exists but is not a copy gaescale made; remove it or choose another --out.")
+        shutil.rmtree(target)
 
 
 def _is_copy(path: Path, made_from: dict | None = None) -> bool:
