@@ -138,14 +138,24 @@ def test_hosts_without_a_shared_disk_resume_from_rank_0s_checkpoint(edges, tmp_p
     assert [h["loss"] for h in runs["part"]] == [h["loss"] for h in runs["whole"]]
 
 
-@pytest.mark.parametrize("where", ["host 0", "host 1"])
+@pytest.mark.parametrize("where", ["host 0", "host 1", "both, other graphs"])
 def test_a_prepared_directory_on_host_0_alone_is_sent_to_the_other(edges, tmp_path, where):
     """Rank 0 maps a directory of 'gaescale prepare' that host 1 does not have: host 1 receives a copy into
     its own OUT/prepared. The other way round (rank 0 has an edge list where host 1 has a prepared
-    directory) the ranks would read different inputs: every rank stops."""
+    directory) the ranks would read different inputs: every rank stops; so they do when each host has a
+    prepared directory, of another graph."""
     from gaescale.prepare import prepare
     prepare(edges, tmp_path / "g")
     outs = [tmp_path / "h0", tmp_path / "h1"]
+    if where == "both, other graphs":
+        data = np.load(edges)
+        np.savez(tmp_path / "fewer.npz", edge_index=data["edge_index"][:, 1:], x=data["x"])
+        prepare(tmp_path / "fewer.npz", tmp_path / "g1")
+        codes, errs = _two_hosts(tmp_path, tmp_path / "g", outs, nproc=(1, 1), host1_edges=tmp_path / "g1")
+        assert all(codes)
+        assert f"gaescale: error (rank 0): rank 1 maps a graph at {tmp_path / 'g1'} that is not rank 0's" in errs[0], errs[0][-2000:]
+        assert "9,999 edges" in errs[0]
+        return
     if where == "host 1":
         codes, errs = _two_hosts(tmp_path, edges, outs, nproc=(1, 1), host1_edges=tmp_path / "g")
         assert all(codes)

@@ -99,6 +99,7 @@ def _rank_0s_directory(config: TrainConfig, out: Path | None, group: Dist, mappe
                                    "0 sees an edge list (its error says more).")
         return None
     if all(kinds):
+        _same_graph(Path(config.edges), group)
         return Path(config.edges)
     source = Path(config.edges).resolve() if group.is_main else None
     made_from = {"prepared": str(source), "manifest": open_prepared(source).manifest} if group.is_main else None
@@ -116,6 +117,7 @@ def _rank_0s_directory(config: TrainConfig, out: Path | None, group: Dist, mappe
         overrides = {"graph.json": (json.dumps({**made_from["manifest"], "origin": made_from}, indent=2) + "\n").encode()}
     sent = once_per_filesystem(group, target, lambda: None, lambda: mapped or _is_copy(target, made_from), clear,
                                f"a copy of {config.edges}", source=source, overrides=overrides)
+    _same_graph(Path(config.edges) if mapped else target, group)
     if sent:
         log(f"sent {config.edges} to ranks {sent}, whose hosts do not see it: each host maps its copy in its own "
             f"--out, {RUN_COPY}/")
@@ -166,17 +168,24 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
     t = time.perf_counter()
     sent = once_per_filesystem(group, target, make, lambda: _is_copy(target, made_from), lambda: _clear(target),
                                f"{target} (the edge list prepared)")
-    copy = open_prepared(target)  # what every process maps is rank 0's graph: its sizes, and its degrees by their hash
-    shapes = gather((copy.graph.num_nodes, copy.graph.num_edges, data_fingerprint(copy.graph.indptr)), waiting=True)
-    if len(set(shapes)) > 1:
-        bad = next(r for r, s in enumerate(shapes) if s != shapes[0])
-        raise DistributedError(f"rank {bad} maps a graph at {target} that is not rank 0's ({shapes[bad][0]:,} nodes and "
-                               f"{shapes[bad][1]:,} edges, against {shapes[0][0]:,} and {shapes[0][1]:,}, or other "
-                               "degrees); remove that copy and run again.")
+    _same_graph(target, group)
     sent_to = f"; sent to ranks {sent}, whose hosts do not see it" if sent else ""
     log(f"{'reusing' if reused else 'prepared'} {target}, the run's own copy of {config.edges}, for the "
         f"{group.world_size} processes: each reads only the rows it needs{sent_to} [{time.perf_counter() - t:.1f}s]")
     return target
+
+
+def _same_graph(path: Path, group: Dist) -> None:
+    """Refuse, on every rank, a run whose ranks map different graphs (each rank its ``path``): their numbers of
+    nodes and edges, and a hash of the row pointer (the degrees), must be rank 0's."""
+    g = open_prepared(path).graph
+    every = gather((g.num_nodes, g.num_edges, data_fingerprint(g.indptr), str(path)), waiting=True)
+    bad = next((r for r, s in enumerate(every) if s[:3] != every[0][:3]), None)
+    if bad is not None:
+        (n, e, _, at), (n0, e0, _, at0) = every[bad], every[0]
+        raise DistributedError(f"rank {bad} maps a graph at {at} that is not rank 0's at {at0} ({n:,} nodes and {e:,} "
+                               f"edges, against {n0:,} and {e0:,}, or other degrees); give every host the same graph "
+                               "(or remove a stale copy) and run again.")
 
 
 def _clear(target: Path) -> None:
