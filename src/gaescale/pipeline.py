@@ -180,7 +180,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
             z = embed()
         if group is not None:
             barrier()
-    if not main:
+    if not main:  # waits while rank 0 writes the outputs, so that all leave the group together
+        barrier()
         return None
     if shards is None:
         t = time.perf_counter()
@@ -237,6 +238,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                f"  |  {metrics['epochs']} epochs (best {result.best_epoch}), {metrics['seconds_per_epoch']:.3f} s/epoch, "
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     log(summary + (f"\noutputs in {out}/" if out is not None else ""))
+    if group is not None:  # the others wait here (a rank that tore the group down alone was seen to abort)
+        barrier()
     return RunResult(model, embeddings, node_ids, metrics, out)
 
 
