@@ -13,7 +13,6 @@ import argparse
 import filecmp
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,11 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench_distributed import _port  # bench/ is on the path when run as a script
 
 
 def two_hosts(tmp: Path, edges: Path, outs: tuple[Path, Path]) -> tuple[float, str]:

@@ -153,17 +153,12 @@ def object_from_main(make: Callable[[], object], what: str):
     """What ``make()`` returns on rank 0 (a picklable object: a checkpoint's state), on every rank; the others
     wait for it. An error in ``make`` stops every rank: rank 0 raises it, the others a
     :class:`DistributedError` naming ``what``."""
-    error, obj = None, None
-    if dist.get_rank() == 0:
-        try:
-            obj = make()
-        except Exception as exc:  # raised below, once the others know to stop
-            error = exc
-    if not from_main(error is None, waiting=True):
-        if error is not None:
-            raise error
-        raise DistributedError(f"rank 0 failed to make {what} (its error says more).")
-    box = [obj]
+    box = [None]
+
+    def run():
+        box[0] = make()
+
+    _each_once(dist.get_rank() == 0, run, what)
     _collective(dist.broadcast_object_list, box, 0, waiting=True)
     return box[0]
 
@@ -192,11 +187,11 @@ def once_per_filesystem(group: Dist, path: Path, make: Callable[[], None], seen:
     the files of ``source`` (default ``path``), with the contents of ``overrides`` in place of those files'.
     Returns the ranks that received a copy. An error in ``make``, ``clear`` or the writing stops every rank:
     the rank that failed raises it, the others a :class:`DistributedError` naming ``what``."""
-    _each_once(group, group.is_main, make, what)
+    _each_once(group.is_main, make, what)
     receivers = [r for r, n in enumerate(gather(group.local_rank == 0 and not seen(), waiting=True)) if n]
     if receivers:
         send = lambda: _send_directory(source or path, receivers, overrides or {})  # noqa: E731
-        _each_once(group, group.is_main or group.rank in receivers,
+        _each_once(group.is_main or group.rank in receivers,
                    send if group.is_main else lambda: _receive_directory(path, clear), what)
     if not seen():
         raise DistributedError(f"rank {group.rank} does not see {what} that its host's first process (local "
@@ -265,21 +260,20 @@ def _receive_directory(path: Path, clear: Callable[[], None]) -> None:
         raise error
 
 
-def _each_once(group: Dist, mine: bool, make: Callable[[], None], what: str) -> list[int]:
-    """Run ``make`` on the ranks where ``mine``; every rank returns the ranks that ran it, or raises if one
-    failed (see :func:`once_per_filesystem`)."""
+def _each_once(mine: bool, make: Callable[[], None], what: str) -> None:
+    """Run ``make`` on the ranks where ``mine``, the others waiting; if it failed on one, every rank stops:
+    that rank raises its error, the others a :class:`DistributedError` naming it and ``what``."""
     error = None
     if mine:
         try:
             make()
         except Exception as exc:  # raised below, once the others know to stop
             error = exc
-    status = gather(None if not mine else "failed" if error is not None else "made", waiting=True)
+    failed = gather(error is not None, waiting=True)
     if error is not None:
         raise error
-    if "failed" in status:
-        raise DistributedError(f"rank {status.index('failed')} failed to make {what} (its error says more).")
-    return [r for r, s in enumerate(status) if s == "made"]
+    if any(failed):
+        raise DistributedError(f"rank {failed.index(True)} failed to make {what} (its error says more).")
 
 
 def rank_seed(seed: int, rank: int) -> int:

@@ -178,8 +178,6 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         if shards is not None:  # every rank embeds its nodes with rank 0's (best) weights
             broadcast_state(model)
             z = embed()
-        if group is not None:
-            barrier()
     if not main:  # waits while rank 0 writes the outputs, so that all leave the group together
         barrier()
         return None
