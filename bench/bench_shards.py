@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import threading
 import time
 from datetime import timedelta
@@ -26,11 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench_distributed import _port  # bench/ is on the path when run as a script
 
 
 def _batch(graph, x, fanouts, batch, gen):

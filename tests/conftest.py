@@ -1,3 +1,4 @@
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,13 @@ def shared_data():
     if not (SHARED / "cora.npz").exists():
         pytest.skip(f"shared data not found at {SHARED} (only present in the project's workspace)")
     return SHARED
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a process group's rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def random_edges(n: int, e: int, seed: int = 0) -> np.ndarray:

@@ -1,5 +1,4 @@
 """The training graph and features sharded over the ranks of a gloo group (3 processes on 127.0.0.1)."""
-import socket
 from datetime import timedelta
 
 import numpy as np
@@ -16,7 +15,7 @@ from gaescale.models import GAE, VGAE
 from gaescale.shards import embed_sharded, node_bounds, partition
 from gaescale.split import hashed_rows, split_edges, split_hashed
 
-from conftest import random_edges
+from conftest import free_port, random_edges
 
 N = 400
 
@@ -96,14 +95,8 @@ def _models():
     yield "vgae", VGAE(GCN(5, [6, 2 * 3]))
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_three_ranks_hold_a_third_each_and_read_and_sample_what_the_whole_graph_gives():
-    mp.spawn(_worker, args=(3, _port()), nprocs=3, join=True)
+    mp.spawn(_worker, args=(3, free_port()), nprocs=3, join=True)
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 7])
