@@ -2,7 +2,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ import torch
 
 from gaescale.synthetic import community_graph
 
+from conftest import free_port
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +43,7 @@ def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_pat
     # the exact dense term's tiles split by row block, the closed form's value by 2. In fp16 each rank's
     # half-precision backward rounds its own share: agreement to rounding, not to float32's digits.
     one = _train(edges, tmp_path / "one", sys.executable, extra=loss)
-    two = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), extra=loss)
+    two = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), extra=loss)
     assert one.returncode == 0, one.stderr
     assert two.returncode == 0, two.stderr
     m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "two"))
@@ -63,25 +58,12 @@ def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_pat
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
 
 
-def test_two_hosts_rendezvous_and_finish(edges, tmp_path):
-    endpoint = f"127.0.0.1:{_port()}"
-    procs = [subprocess.Popen(
-        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-         "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-test", "-m", "gaescale", "train", str(edges),
-         "--out", str(tmp_path / "run"), "--hidden", "16", "--dim", "8", "--epochs", "4", "--quiet", "--no-report",
-         "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-        for rank in (0, 1)]
-    for p in procs:
-        _, err = p.communicate(timeout=240)
-        assert p.returncode == 0, err
-    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["processes"] == 2
-
-
 def _two_hosts(tmp_path, edges, outs, *extra, nproc=(1, 2), host1_edges=None):
     """Two torchrun launchers on 127.0.0.1 (``--nnodes 2``, ``nproc`` processes each) training with
-    neighbour sampling; host 1 is given a path where it has no file (or ``host1_edges``). Returns the
+    neighbour sampling (or the ``--strategy`` of ``extra``, the flags of each host); host 1 is given a path
+    where it has no file (or ``host1_edges``). Returns the
     launchers' exit codes and stderr."""
-    endpoint = f"127.0.0.1:{_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     procs = [subprocess.Popen(
         [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(nproc[host]), "--rdzv-backend",
          "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-hosts", "-m", "gaescale", "train",
@@ -91,6 +73,23 @@ def _two_hosts(tmp_path, edges, outs, *extra, nproc=(1, 2), host1_edges=None):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for host in (0, 1)]
     errs = [p.communicate(timeout=240)[1] for p in procs]
     return [p.returncode for p in procs], errs
+
+
+def test_two_hosts_rendezvous_and_train_like_one_process_though_host_1_has_no_edge_list(edges, tmp_path):
+    """Full batch replicates the graph: rank 0 alone reads the edge list and sends the others its CSR and
+    features, and the two hosts' run updates as one process does (the same random split, on every rank)."""
+    one = _train(edges, tmp_path / "one", sys.executable, extra=["--epochs", "2"])
+    assert one.returncode == 0, one.stderr
+    codes, errs = _two_hosts(tmp_path, edges, [tmp_path / "h0", tmp_path / "h1"], *[["--strategy", "full"]] * 2,
+                             nproc=(1, 1))
+    assert not any(codes), errs
+    assert "sent the graph and the features to the other processes (1), which do not read" in errs[0], errs[0][-2000:]
+    m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "h0"))
+    assert (m2["processes"], m2["strategy"], m2["test_auc"] is not None) == (2, "full", True)
+    np.testing.assert_allclose([h["loss"] for h in m2["history"]], [h["loss"] for h in m1["history"]], rtol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "h0" / "embeddings.npy"), np.load(tmp_path / "one" / "embeddings.npy"),
+                               rtol=1e-3, atol=1e-4)
+    assert not (tmp_path / "h1").exists()  # rank 1 wrote nothing, and needed no copy
 
 
 @pytest.mark.parametrize("case", ["own-disk", "shared-disk", "blocked"])
@@ -180,12 +179,15 @@ def test_ranks_started_with_other_settings_stop_before_any_work(edges, tmp_path)
     assert not (tmp_path / "h0").exists()  # nothing written
 
 
-def test_a_malformed_edge_list_prepared_by_rank_0_stops_every_rank_naming_its_line(tmp_path):
+@pytest.mark.parametrize("strategy", ["neighbor", "full"])
+def test_a_malformed_edge_list_read_by_rank_0_stops_every_rank_naming_its_line(tmp_path, strategy):
+    """Rank 0 alone reads the edge list: to prepare the run's copy (neighbour sampling) or to send its graph
+    (full batch)."""
     bad = tmp_path / "e.csv"
     bad.write_text("0,1\n1,2\n2\n")
     t = time.time()
-    run = _train(bad, tmp_path / "run", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
-                 extra=["--strategy", "neighbor"])
+    run = _train(bad, tmp_path / "run", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                 extra=["--strategy", strategy])
     assert run.returncode != 0 and time.time() - t < 60, run.stderr
     assert f"gaescale: error (rank 0): {bad}, line 3: expected at least 2 columns" in run.stderr, run.stderr[-2000:]
     assert "gaescale: error (rank 1): rank 0 failed to make" in run.stderr
@@ -195,7 +197,7 @@ def test_a_malformed_edge_list_prepared_by_rank_0_stops_every_rank_naming_its_li
 def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
     out = tmp_path / "run"
     launcher = subprocess.Popen(
-        [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), "-m", "gaescale", "train", str(edges),
+        [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "gaescale", "train", str(edges),
          "--out", str(out), "--hidden", "16", "--dim", "8", "--epochs", "100000", "--eval-every", "100000",
          "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
@@ -218,7 +220,7 @@ def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
 
 
 def test_a_killed_host_makes_the_other_host_exit_with_a_clear_error(edges, tmp_path):
-    port = str(_port())
+    port = str(free_port())
     out = tmp_path / "run"
     # static rendezvous: host 0 keeps the store and rank 0, so the survivor and its rank are known
     launchers = [subprocess.Popen(
@@ -301,7 +303,7 @@ def _reference(edges, name, opts, epochs, world=2):
 ])
 def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_batches(edges, tmp_path, name, flags):
     cli = [a for k, v in flags.items() for a in ("--" + k.replace("_", "-"), str(v))]
-    run = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+    run = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
                  extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
     assert run.returncode == 0, run.stderr
     metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
@@ -327,7 +329,7 @@ def test_ranks_of_a_prepared_graph_step_like_one_process_holding_it_all(edges, t
     from gaescale.prepare import prepare
     prepare(edges, tmp_path / "g")
     cli = [a for k, v in flags.items() for a in ("--" + k.replace("_", "-"), str(v))]
-    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
                  extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
     assert run.returncode == 0, run.stderr
     metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
@@ -359,7 +361,7 @@ def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(ed
     from gaescale.prepare import open_prepared, prepare
     from gaescale.split import split_hashed
     prepare(edges, tmp_path / "g")
-    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
                  extra=["--strategy", "neighbor", "--val-fraction", "0.1", "--epochs", "6", "--eval-every", "1",
                         "--batch-size", "1024", "--fanouts", "5,5", "--dropout", "0.3",
                         "--lr", "0.3"])  # high: here the best epoch is not the last, so rank 0's weights must reach rank 1
@@ -379,7 +381,7 @@ def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(ed
 
 def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_where_it_stopped(edges, tmp_path):
     args = ["--strategy", "neighbor", "--batch-size", "2048", "--fanouts", "5,5", "--checkpoint-every", "1"]
-    launch = lambda: [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port())]  # noqa: E731
+    launch = lambda: [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port())]  # noqa: E731
     whole = _train(edges, tmp_path / "whole", *launch(), extra=args)
     part = _train(edges, tmp_path / "part", *launch(), extra=[*args, "--epochs", "3"])
     rest = _train(edges, tmp_path / "part", *launch(), extra=[*args, "--resume"])
@@ -390,7 +392,7 @@ def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_wher
     one = _train(edges, tmp_path / "part", sys.executable, extra=[*args, "--resume", "--epochs", "8"])
     assert one.returncode == 0, one.stderr  # one process may take over from rank 0, from the run's prepared copy
     assert json.loads((tmp_path / "part" / "metrics.json").read_text())["prepared"] == str(tmp_path / "part" / "prepared")
-    three = _train(edges, tmp_path / "part", *TORCHRUN, "--nproc-per-node", "3", "--master-port", str(_port()),
+    three = _train(edges, tmp_path / "part", *TORCHRUN, "--nproc-per-node", "3", "--master-port", str(free_port()),
                    extra=[*args, "--resume", "--epochs", "10"])
     assert three.returncode != 0 and "resume with as many processes as wrote it" in three.stderr
 
@@ -400,7 +402,7 @@ def test_ranks_train_from_a_prepared_graph_each_on_its_own_memory_mapped_split(e
     prepare(edges, tmp_path / "g")
     runs = {}
     for k in (1, 2):
-        launcher = [sys.executable] if k == 1 else [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port())]
+        launcher = [sys.executable] if k == 1 else [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port())]
         r = subprocess.run([*launcher, "-m", "gaescale", "train", str(tmp_path / "g"), "--out", str(tmp_path / f"r{k}"),
                             "--strategy", "cluster", "--cluster-parts", "8", "--clusters-per-batch", "2",
                             "--hidden", "16", "--dim", "8", "--epochs", "4", "--quiet", "--no-report",
@@ -420,7 +422,7 @@ def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp
     args = ["-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16", "--dim", "8",
             "--strategy", "cluster", "--cluster-parts", "8", "--clusters-per-batch", "2", "--epochs", "100000",
             "--eval-every", "100000", "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"]
-    launcher = subprocess.Popen([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), *args],
+    launcher = subprocess.Popen([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         deadline = time.time() + 120
@@ -439,7 +441,7 @@ def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp
     assert not any(c.is_running() for c in workers)  # no rank left behind
     last = max(int(p.stem.split("-")[1]) for p in (out / "checkpoints").glob("epoch-*.pt"))
     args[args.index("--epochs") + 1] = str(last + 2)
-    resumed = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), *args, "--resume"],
+    resumed = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), *args, "--resume"],
                              capture_output=True, text=True, env=ENV, timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     history = json.loads((out / "metrics.json").read_text())["history"]
@@ -447,12 +449,12 @@ def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp
 
 
 def test_rank_0_chooses_the_automatic_strategy_for_every_rank_and_a_failure_stops_them_all(edges, tmp_path):
-    ok = _train(edges, tmp_path / "ok", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+    ok = _train(edges, tmp_path / "ok", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
                 extra=["--strategy", "auto", "--memory-budget", "64", "--epochs", "2"])
     assert ok.returncode == 0, ok.stderr
     assert json.loads((tmp_path / "ok" / "metrics.json").read_text())["strategy"] == "full"
     t = time.time()
-    bad = _train(edges, tmp_path / "bad", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()),
+    bad = _train(edges, tmp_path / "bad", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
                  extra=["--strategy", "auto", "--memory-budget", "0.0001", "--epochs", "2"])
     assert bad.returncode != 0 and time.time() - t < 60  # rank 1 did not wait out the collective timeout
     assert "gaescale: error (rank 0): The 'memory_budget' parameter of train must be at least" in bad.stderr
@@ -487,6 +489,6 @@ except DistributedError as exc:
 def test_ranks_wait_long_for_rank_0_only_where_it_works_alone(tmp_path):
     script = tmp_path / "patience.py"
     script.write_text(PATIENCE)
-    r = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(_port()), str(script)],
+    r = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), str(script)],
                        capture_output=True, text=True, env=ENV, timeout=120)
     assert "rank 1: a peer process failed or stopped answering" in r.stdout, r.stdout + r.stderr[-2000:]

@@ -8,8 +8,9 @@ fetch the rest of a batch from their peers, and embed their own nodes for evalua
 (:mod:`gaescale.shards`). A step's gradient is DDP's mean
 over the ranks' batches.
 
-What is replicated and what is sharded (full batch, the graph replicated): every rank reads the whole
-graph, splits it with the shared seed (so every rank holds the same split) and runs the whole forward
+What is replicated and what is sharded (full batch, the graph replicated): every rank holds the whole
+graph (rank 0 reads an edge list and sends the others its CSR, :func:`gaescale.transfer.arrays_from_main`; a prepared
+graph each maps), splits it with the shared seed (so every rank holds the same split) and runs the whole forward
 pass, so every rank computes the same ``z``; the loss is sharded: rank ``r`` of ``W`` scores the training
 edges ``r, r + W, r + 2W, ...`` and the ``r``-th share of the dense term (of the sampled node pairs, which
 all ranks draw alike from the shared seed, or of the exact term's tiles, see :class:`ShardedFullBatch`).
@@ -20,21 +21,16 @@ single-process update within float tolerance. Only rank 0 evaluates, logs and wr
 checkpoints; decisions that end training (time limit, early stopping, an error) are broadcast from rank 0
 so that no rank waits on a collective the others have left.
 
-What only rank 0 reads and then sends: the checkpoint to resume (:func:`object_from_main`), and for the
-strategies that partition the graph, the edge list, which it prepares into the run's own copy; a host
-that does not see that copy receives it (:func:`once_per_filesystem`, used by :mod:`gaescale.inputs`).
+What only rank 0 reads and then sends (the checkpoint to resume, an edge list's graph or the run's copy
+of it, METIS's parts) goes through :mod:`gaescale.transfer`.
 """
 from __future__ import annotations
 
-import io
 import os
-import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import torch
@@ -129,16 +125,6 @@ def choice_from_main(choice: str | None, choices: tuple[str, ...]) -> str | None
     return None if index < 0 else choices[index]
 
 
-def broadcast_array(array: np.ndarray | None) -> np.ndarray:
-    """Rank 0's 1-D integer ``array`` (the other ranks pass None, and wait for rank 0 to compute it), as
-    int64 on every rank."""
-    size = _int_from_main(0 if array is None else array.size, waiting=True)
-    t = (torch.from_numpy(np.ascontiguousarray(array, np.int64)) if dist.get_rank() == 0
-         else torch.empty(size, dtype=torch.int64))
-    _collective(dist.broadcast, t, 0, waiting=True)
-    return t.numpy()
-
-
 def broadcast_state(module: torch.nn.Module) -> None:
     """Load rank 0's parameters and buffers into ``module`` on every rank (after training, rank 0 alone
     restored the weights of its best validation)."""
@@ -147,20 +133,6 @@ def broadcast_state(module: torch.nn.Module) -> None:
             host = value.detach().cpu().clone()
             _collective(dist.broadcast, host, 0, waiting=True)
             value.copy_(host)
-
-
-def object_from_main(make: Callable[[], object], what: str):
-    """What ``make()`` returns on rank 0 (a picklable object: a checkpoint's state), on every rank; the others
-    wait for it. An error in ``make`` stops every rank: rank 0 raises it, the others a
-    :class:`DistributedError` naming ``what``."""
-    box = [None]
-
-    def run():
-        box[0] = make()
-
-    _each_once(dist.get_rank() == 0, run, what)
-    _collective(dist.broadcast_object_list, box, 0, waiting=True)
-    return box[0]
 
 
 def gather(obj, *, waiting: bool = False) -> list:
@@ -176,104 +148,6 @@ def gather_to_main(obj, *, waiting: bool = False) -> list | None:
     out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
     _collective(dist.gather_object, obj, out, 0, waiting=waiting)
     return out
-
-
-def once_per_filesystem(group: Dist, path: Path, make: Callable[[], None], seen: Callable[[], bool],
-                        clear: Callable[[], None], what: str, *, source: Path | None = None,
-                        overrides: dict[str, bytes] | None = None) -> list[int]:
-    """Have rank 0 ``make`` the directory ``path`` (a path every rank names alike), and every host that does
-    not then ``seen`` it (its own disk) receive a copy from rank 0: its first process (local rank 0)
-    ``clear``s the path and writes the files it is sent, while the host's other processes wait. Rank 0 sends
-    the files of ``source`` (default ``path``), with the contents of ``overrides`` in place of those files'.
-    Returns the ranks that received a copy. An error in ``make``, ``clear`` or the writing stops every rank:
-    the rank that failed raises it, the others a :class:`DistributedError` naming ``what``."""
-    _each_once(group.is_main, make, what)
-    receivers = [r for r, n in enumerate(gather(group.local_rank == 0 and not seen(), waiting=True)) if n]
-    if receivers:
-        send = lambda: _send_directory(source or path, receivers, overrides or {})  # noqa: E731
-        _each_once(group.is_main or group.rank in receivers,
-                   send if group.is_main else lambda: _receive_directory(path, clear), what)
-    if not seen():
-        raise DistributedError(f"rank {group.rank} does not see {what} that its host's first process (local "
-                               "rank 0) received; give every process of a host the same working directory and paths.")
-    return receivers
-
-
-_CHUNK = 1 << 26  # bytes per message of a directory sent to another host
-
-
-def _send_directory(path: Path, receivers: list[int], overrides: dict[str, bytes]) -> None:
-    """Send the files of the directory ``path`` (those named in ``overrides`` with its contents) to
-    ``receivers`` (see :func:`_receive_directory`)."""
-    names = sorted(p.name for p in path.iterdir() if p.is_file())
-    listing = [(n, len(overrides[n]) if n in overrides else (path / n).stat().st_size) for n in names]
-    for r in receivers:
-        _collective(dist.send_object_list, [listing], r, waiting=True)
-    for name, _ in listing:
-        with io.BytesIO(overrides[name]) if name in overrides else open(path / name, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                t = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
-                for r in receivers:
-                    _collective(dist.send, t, r, waiting=True)
-
-
-def _receive_directory(path: Path, clear: Callable[[], None]) -> None:
-    """Receive rank 0's directory into ``path`` (written beside it, then renamed). After an error, the rest is
-    still received, so that rank 0 is not left sending, and then the error is raised."""
-    listing: list = [None]
-    _collective(dist.recv_object_list, listing, 0, waiting=True)
-    error, work = None, None
-    try:
-        clear()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
-    except Exception as exc:
-        error = exc
-    for name, size in listing[0]:
-        fh = None
-        try:
-            fh = open(work / name, "wb") if error is None else None
-        except OSError as exc:
-            error = exc
-        while size:
-            buf = torch.empty(min(_CHUNK, size), dtype=torch.uint8)
-            _collective(dist.recv, buf, 0, waiting=True)
-            size -= buf.numel()
-            try:
-                if fh is not None and error is None:
-                    fh.write(buf.numpy().tobytes())
-            except OSError as exc:
-                error = exc
-        try:
-            if fh is not None:
-                fh.close()
-        except OSError as exc:
-            error = error or exc
-    if error is None:
-        try:
-            os.replace(work, path)
-        except OSError as exc:
-            error = exc
-    if error is not None:
-        if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
-        raise error
-
-
-def _each_once(mine: bool, make: Callable[[], None], what: str) -> None:
-    """Run ``make`` on the ranks where ``mine``, the others waiting; if it failed on one, every rank stops:
-    that rank raises its error, the others a :class:`DistributedError` naming it and ``what``."""
-    error = None
-    if mine:
-        try:
-            make()
-        except Exception as exc:  # raised below, once the others know to stop
-            error = exc
-    failed = gather(error is not None, waiting=True)
-    if error is not None:
-        raise error
-    if any(failed):
-        raise DistributedError(f"rank {failed.index(True)} failed to make {what} (its error says more).")
 
 
 def rank_seed(seed: int, rank: int) -> int:

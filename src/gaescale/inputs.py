@@ -1,14 +1,17 @@
 """What training reads, before anything is split: an edge list (and its features) read into memory, or a
 directory of ``gaescale prepare``, memory-mapped.
 
-Under torchrun, an edge list trained with a strategy that partitions the graph (``neighbor`` and
-``cluster``, and ``auto``, which may choose one) is first prepared into the run's own copy,
-``OUT/prepared``: only rank 0 reads the edge list, once, instead of every process; a host that does not
-see rank 0's copy (its own disk) receives it from rank 0 over the process group. Each process then reads
-only the rows it needs of the memory-mapped graph, as when it is given a prepared graph. Such a run splits as a
-prepared graph's does (by hash, :func:`gaescale.split.split_hashed`), so a resumed run, with any number
-of processes, trains from that same copy while the files it was made from are unchanged
-(:func:`gaescale.prepare.origin`); a fresh run that reads the edge list into memory removes it.
+Under torchrun only rank 0 reads an edge list (and its features), once. With a strategy that partitions
+the graph (``neighbor`` and ``cluster``, and ``auto``, which may choose one) and an output directory, it
+prepares it into the run's own copy, ``OUT/prepared``; a host that does not see rank 0's copy (its own
+disk) receives it from rank 0 over the process group. Each process then reads only the rows it needs of
+the memory-mapped graph, as when it is given a prepared graph. Such a run splits as a prepared graph's
+does (by hash, :func:`gaescale.split.split_hashed`), so a resumed run, with any number of processes,
+trains from that same copy while the files it was made from are unchanged
+(:func:`gaescale.prepare.origin`); a fresh run that reads the edge list into memory removes it. Otherwise
+(full batch and FastGAE, which replicate the graph in memory, or a run without an output directory) rank
+0 sends the others the graph's CSR and the features (:func:`_graph_from_main`), and every rank splits it
+alike, as one process does.
 
 A directory of ``gaescale prepare`` that rank 0 maps and a host does not see at the path given is sent to
 that host the same way, into its own ``OUT/prepared`` (:func:`_rank_0s_directory`).
@@ -26,12 +29,13 @@ import torch
 
 from .checkpoint import data_fingerprint
 from .config import TrainConfig
-from .distributed import Dist, from_main, gather, once_per_filesystem
+from .distributed import Dist, from_main, gather
 from .errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
 from .graph import Graph
 from .io import EdgeList, read_edges
 from .prepare import is_prepared, open_prepared, origin, prepare
+from .transfer import arrays_from_main, once_per_filesystem
 
 PARTITIONING = ("neighbor", "cluster", "auto")  # the strategies under which ranks prepare an edge list once
 RUN_COPY = "prepared"  # the run's own prepared copy of its edge list: OUT/prepared
@@ -75,14 +79,48 @@ def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | 
     copy = _run_copy(config, out, group, log) if data is None else None
     if copy is not None:
         return _mapped(copy, log, t)
-    data = data if data is not None else load_edges(config)
+    if data is None and group is not None:
+        return _graph_from_main(config, group, log, t)
+    inputs = _in_memory(data if data is not None else load_edges(config), log, t)
+    log_features(inputs.x, log)
+    return inputs
+
+
+def _in_memory(data: EdgeList, log, t: float) -> Inputs:
+    """The graph of ``data`` (read since ``t``), checked to have edges, and its features as a tensor."""
     graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
     log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
     graph.require_edges(data.source or "the graph")
     x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
-    log_features(x, log)
     ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
     return Inputs(graph, x, ids)
+
+
+def _graph_from_main(config: TrainConfig, group: Dist, log, t: float) -> Inputs:
+    """Under torchrun, an edge list read into memory (full batch and FastGAE, which replicate the graph, or a
+    run without an output directory): rank 0 alone reads it (and the features), and sends the others the
+    graph's CSR and the features, so that only rank 0's host needs the files; the others hold neither the ids
+    nor anything the reading needed on the way."""
+    mine: list[Inputs] = []
+    read_at: list[float] = []
+
+    def read() -> dict[str, np.ndarray]:
+        mine.append(_in_memory(load_edges(config), log, t))
+        read_at.append(time.perf_counter())
+        g, x = mine[0].graph, mine[0].x
+        return {"indptr": g.indptr, "indices": g.indices, **({} if x is None else {"x": x.numpy()})}
+
+    arrays = arrays_from_main(read, f"the graph of {config.edges}")
+    if group.is_main:
+        log(f"sent the graph{' and the features' if 'x' in arrays else ''} to the other processes "
+            f"({group.world_size - 1}), which do not read {config.edges} [{time.perf_counter() - read_at[0]:.1f}s]")
+        inputs = mine[0]
+    else:
+        indptr = arrays["indptr"]
+        x = arrays.get("x")
+        inputs = Inputs(Graph(indptr, arrays["indices"], indptr.size - 1), None if x is None else torch.from_numpy(x), None)
+    log_features(inputs.x, log)
+    return inputs
 
 
 def _rank_0s_directory(config: TrainConfig, out: Path | None, group: Dist, mapped: bool, log) -> Path | None:
@@ -138,8 +176,6 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
     only rank 0 reads the edge list."""
     partitioned = group is not None and config.strategy in PARTITIONING
     if config.edges is None or out is None:
-        if partitioned and config.edges is not None:
-            log("each process reads the whole edge list (with an output directory it is prepared once for all)")
         return None
     target = out / RUN_COPY
     main = group is None or group.is_main

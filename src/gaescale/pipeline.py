@@ -19,8 +19,8 @@ from . import __version__
 from .checkpoint import Checkpointer, data_fingerprint
 from .config import TrainConfig
 from .devices import resolve_device
-from .distributed import (ShardedFullBatch, barrier, broadcast_array, broadcast_state, choice_from_main, gather,
-                          gather_to_main, object_from_main, peer_failures)
+from .distributed import (ShardedFullBatch, barrier, broadcast_state, choice_from_main, gather, gather_to_main,
+                          peer_failures)
 from .encoders import ENCODERS
 from .errors import DistributedError, ParameterError
 from .graph import Graph
@@ -34,6 +34,7 @@ from .shards import embed_sharded, node_bounds, partition
 from .split import hashed_is_train, hashed_rows, held_out_split, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
 from .trainer import fit
+from .transfer import arrays_from_main, object_from_main
 
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
@@ -293,9 +294,11 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None, tra
         per_batch = opts["clusters_per_batch"]
         parts = max(world, min(opts["cluster_parts"], graph.num_nodes) // world * world)  # as many on every rank
         t = time.perf_counter()
-        membership = metis_parts(graph, parts, seed=config.seed) if rank == 0 else None
-        if group is not None:
-            membership = broadcast_array(membership)
+        if group is None:
+            membership = metis_parts(graph, parts, seed=config.seed)
+        else:
+            membership = arrays_from_main(lambda: {"parts": metis_parts(graph, parts, seed=config.seed)},
+                                          "the METIS parts")["parts"]
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
             f"{-(-parts // (per_batch * world)):,} steps per epoch")
         return ClusterGCN(membership, per_batch, self_loops=config.self_loops, rank=rank, world_size=world,
