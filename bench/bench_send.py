@@ -10,6 +10,7 @@ Python) and a memcpy, into fresh memory and into memory already touched.
 from __future__ import annotations
 
 import argparse
+import shutil
 import socket
 import sys
 import tempfile
@@ -49,7 +50,6 @@ def _worker(rank: int, port: int, mib: int, tmp: str, results) -> None:
         if rank == 0:
             transfer._send_directory(src, [1], {})
         else:
-            import shutil
             transfer._receive_directory(dst, lambda: shutil.rmtree(dst, ignore_errors=True))
         dist.barrier()
         as_files = time.perf_counter() - t

@@ -61,8 +61,7 @@ def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_pat
 def _two_hosts(tmp_path, edges, outs, *extra, nproc=(1, 2), host1_edges=None):
     """Two torchrun launchers on 127.0.0.1 (``--nnodes 2``, ``nproc`` processes each) training with
     neighbour sampling (or the ``--strategy`` of ``extra``, the flags of each host); host 1 is given a path
-    where it has no file (or ``host1_edges``). Returns the
-    launchers' exit codes and stderr."""
+    where it has no file (or ``host1_edges``). Returns the launchers' exit codes and stderr."""
     endpoint = f"127.0.0.1:{free_port()}"
     procs = [subprocess.Popen(
         [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(nproc[host]), "--rdzv-backend",
