@@ -50,7 +50,7 @@ class TrainConfig:
                                        "gae (the GAE paper's pos_weight/norm), none (plain mean over all pairs)",
                                  "choice", choices=WEIGHTINGS + (None,))
     self_loops: bool = _opt(False, "reconstruct A + I: every node counts as linked to itself, as in the GAE "
-                                   "paper's target (measured +1.3 AUC points for GAE on Cora)", "bool")
+                                   "paper's target (measured: +1.0 to +1.2 AUC points for GAE on Cora)", "bool")
     strategy: str = _opt("full", "what each step trains on: full (the whole graph), cluster (Cluster-GCN: batches of "
                                  "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on the "
                                  "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, encoder on "
