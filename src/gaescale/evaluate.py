@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.metrics import average_precision_score, roc_auc_score
 
 from .devices import index_on
 from .models import decode
@@ -20,6 +19,10 @@ def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20) -> 
 
 def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
     """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
+    # imported here, not at the top: scikit-learn (scipy.stats, pandas) takes ~3 s to import, which every
+    # process of every command paid, though only the one that evaluates needs it
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
     s = np.concatenate([pair_scores(z, pos), pair_scores(z, neg)])
     y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
     return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
