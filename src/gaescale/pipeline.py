@@ -294,11 +294,8 @@ def _strategy(config: TrainConfig, name: str, graph: Graph, log, group=None, tra
         per_batch = opts["clusters_per_batch"]
         parts = max(world, min(opts["cluster_parts"], graph.num_nodes) // world * world)  # as many on every rank
         t = time.perf_counter()
-        if group is None:
-            membership = metis_parts(graph, parts, seed=config.seed)
-        else:
-            membership = arrays_from_main(lambda: {"parts": metis_parts(graph, parts, seed=config.seed)},
-                                          "the METIS parts")["parts"]
+        make = lambda: {"parts": metis_parts(graph, parts, seed=config.seed)}  # noqa: E731 - under torchrun, on rank 0
+        membership = (make() if group is None else arrays_from_main(make, "the METIS parts"))["parts"]
         log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
             f"{-(-parts // (per_batch * world)):,} steps per epoch")
         return ClusterGCN(membership, per_batch, self_loops=config.self_loops, rank=rank, world_size=world,
