@@ -41,5 +41,16 @@ def dense_adjacency(edge_index: np.ndarray, n: int) -> torch.Tensor:
     return a
 
 
+def brute_force_ranks(scores: np.ndarray, pos: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Rank of each ``(u, v)`` from ``u`` among all ``w`` but ``u``, ``v`` and the ``known[u]`` row."""
+    ranks = []
+    for u, v in pos.T:
+        keep = ~known[u].astype(bool)
+        keep[[u, v]] = False
+        s, t = scores[u, keep], scores[u, v]
+        ranks.append(1 + np.sum(s > t) + 0.5 * np.sum(s == t))
+    return np.array(ranks)
+
+
 # Unit tests use small tensors: one thread avoids OpenMP spin-waits when the machine is shared.
 torch.set_num_threads(1)

@@ -4,7 +4,9 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from gaescale.evaluate import hits_at_k, link_scores, mrr, pair_scores
+from conftest import brute_force_ranks, dense_adjacency, random_edges
+from gaescale.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
+from gaescale.graph import Graph
 
 
 def test_hits_at_k_by_hand():
@@ -37,3 +39,34 @@ def test_link_scores_and_pair_scores():
     np.testing.assert_allclose(pair_scores(z, pos, chunk=1), [1.0, 1.0])
     auc, ap = link_scores(z, pos, neg)
     assert auc == roc_auc_score([1, 1, 0, 0], [1.0, 1.0, 0.0, -1.0]) == 1.0 and ap == 1.0
+
+
+@pytest.mark.parametrize("block", [3, 4096])
+def test_filtered_ranking_matches_brute_force(block):
+    n = 70
+    rng = np.random.default_rng(0)
+    z = torch.from_numpy(rng.integers(-2, 3, (n, 3)).astype(np.float32))  # small integers: many exact ties
+    edges = random_edges(n, 150, seed=1)
+    train, held = Graph.from_edge_index(edges[:, :120], n), edges[:, 120:]
+    known = dense_adjacency(edges, n).numpy()
+    stats = {}
+    got = filtered_ranking(z, held, [train, held], block=block, batch=8, ks=(1, 10), stats=stats)
+    ranks = brute_force_ranks((z.double() @ z.double().T).numpy(), held, known)
+    assert not np.all(ranks % 1 == 0)  # ties occurred
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert got["filtered_hits@1"] == pytest.approx(np.mean(ranks <= 1))
+    assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+    assert got["filtered_positives"] == 30
+    assert 0 < stats["pairs"] <= 30 * n
+
+
+def test_filtered_ranking_skips_blocks_the_norm_bound_decides():
+    rng = np.random.default_rng(2)
+    z = torch.from_numpy(rng.standard_normal((400, 4)) * np.r_[np.full(40, 10.0), np.full(360, 0.01)][:, None])
+    pos = np.array([np.arange(5), np.arange(5, 10)])  # big-norm queries whose targets are big too
+    stats = {}
+    got = filtered_ranking(z, pos, None, block=40, stats=stats)
+    s = (z @ z.T).numpy()
+    ranks = brute_force_ranks(s, pos, np.zeros((400, 400)))
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert stats["pairs"] < 5 * 400  # the 360 small nodes are decided by the bound, not scored
