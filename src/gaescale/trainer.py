@@ -1,7 +1,6 @@
 """Full-batch training: Adam, periodic validation, early stopping with the best weights kept."""
 from __future__ import annotations
 
-import copy
 import math
 import statistics
 import sys
@@ -18,6 +17,7 @@ from .errors import CheckpointError, NonFiniteLossError, ParameterError
 from .graph import Graph
 from .evaluate import link_scores
 from .strategies import FullBatch
+from .selection import EarlyStopping
 from .sparse import PRECISIONS, PairIndex
 
 
@@ -36,7 +36,7 @@ class FitResult:
 
 def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex | None, *,
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
-        eval_every: int = 1, patience: int = 20, loss_kwargs: dict | None = None, progress: bool = True,
+        eval_every: int = 1, patience: int = 20, warmup: int = 0, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
         embed: Callable[[], torch.Tensor] | None = None, embed_collective: bool = False, precision: str = "fp32",
@@ -44,7 +44,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once; None for the strategies that draw their pairs from
     ``graph``: Cluster-GCN, FastGAE, neighbour sampling). With ``val = (pos, neg)``, the weights of the best
-    validation AUC are restored at the end and training stops after ``patience`` evaluations without one.
+    validation AUC after the first ``warmup`` epochs are restored at the end, and training stops after
+    ``patience`` evaluations past the warm-up without a better one (:class:`gaescale.selection.EarlyStopping`).
     ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
     the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
     training time (evaluation excluded) reaches it, checked after every optimizer step. ``embed()`` gives
@@ -84,12 +85,13 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     if per_rank:
         torch.manual_seed(gen.initial_seed())
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    s = {"history": [], "best_auc": -1.0, "best_epoch": 0, "best_state": None, "waited": 0, "stopped": False,
-         "seconds": [], "epoch": 0}
+    stopper = EarlyStopping(patience, warmup)
+    s = {"history": [], "stopped": False, "seconds": [], "epoch": 0}
     if resume is not None:
         model.load_state_dict(resume["model"])
         opt.load_state_dict(resume["optimizer"])
         s.update({k: resume[k] for k in s})
+        stopper.load_state_dict(resume)
         set_rng_state(_rank_rng(resume, group) if per_rank else resume["rng"], gen)
         if resume.get("scaler"):
             scaler.load_state_dict(resume["scaler"])
@@ -134,30 +136,25 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             if val is not None:
                 rec["val_auc"], rec["val_ap"] = link_scores(z, *val)
         if "val_auc" in rec:
-            if rec["val_auc"] > s["best_auc"]:
-                s.update(best_auc=rec["val_auc"], best_epoch=epoch, best_state=copy.deepcopy(model.state_dict()),
-                         waited=0)
-            else:
-                s["waited"] += 1
+            stopper.update(epoch, rec["val_auc"], model)
         s["history"].append(rec)
         s["epoch"] = epoch
-        s["stopped"] = bool(val is not None and patience and s["waited"] >= patience) or time_up
+        s["stopped"] = bool(val is not None and stopper.stop) or time_up
         # Several ranks: the others wait (in collectives that allow it) while rank 0 evaluates and saves.
         ranks_rng = distributed.gather(rng_state(gen), waiting=True) if per_rank else None  # every epoch
         if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
-            checkpointer.save(epoch, {**s, "model": model.state_dict(), "optimizer": opt.state_dict(),
+            checkpointer.save(epoch, {**s, **stopper.state_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
                                       "rng": rng_state(gen), "scaler": scaler.state_dict(),
                                       **({"rank_rng": ranks_rng} if per_rank else {})})
         if group is not None:
             s["stopped"] = distributed.from_main(s["stopped"], waiting=True)  # rank 0's decision
         if on_epoch:
             on_epoch(rec)
-        bar.update(rec, s["best_auc"])
+        bar.update(rec, stopper.best_auc)
     bar.close()
-    if s["best_state"] is not None:
-        model.load_state_dict(s["best_state"])
-    return FitResult(s["history"], s["best_epoch"] or len(s["history"]),
-                     s["best_auc"] if s["best_state"] is not None else None, s["stopped"], s["seconds"])
+    stopper.restore(model)
+    return FitResult(s["history"], stopper.best_epoch or len(s["history"]),
+                     stopper.best_auc if stopper.best_state is not None else None, s["stopped"], s["seconds"])
 
 
 def _rank_rng(resume: dict[str, Any], group) -> dict[str, Any]:
