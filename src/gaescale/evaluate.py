@@ -128,7 +128,7 @@ def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
 
 
 def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
-                     block: int = 4096, ks=(1, 10, 100), batch: int = 1024, stats: dict | None = None
+                     block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None
                      ) -> dict[str, float]:
     """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
 
@@ -137,7 +137,8 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     and the known neighbours of ``u`` (``known``, see :func:`known_lookup`), ``s_uw = z_u . z_w`` in float64.
     Scores within float64 rounding of ``s_uv`` (``8 d eps |z_u| max|z|``) count as tied, so that ``v`` ties
     itself however the product was summed. Returns ``filtered_mrr``, ``filtered_hits@K`` for ``K`` in ``ks``
-    and ``filtered_positives``; ``{}`` without positives. Never N x N: memory ``O(N d + batch * block)``;
+    and ``filtered_positives``; ``{}`` without positives. Never N x N: memory ``O(N d + batch * block)``
+    (2 MiB score tiles by default);
     nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
     are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed."""
     pos = sample_positives(np.asarray(pos, np.int64), max_positives, np.random.default_rng(seed))
