@@ -27,9 +27,11 @@ from .graph import Graph
 from .inputs import as_array, as_tensor, read_inputs
 from .io import EdgeList
 from .models import GAE, VGAE
-from .evaluate import hits_at_k, link_scores, mrr, pair_scores
+from .evaluate import link_scores
+from .heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
 from .samplers import metis_parts
+from .selection import selection_note
 from .shards import embed_sharded, node_bounds, partition
 from .split import hashed_is_train, hashed_rows, held_out_split, split_edges, split_hashed
 from .strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
@@ -54,7 +56,9 @@ def _stderr(msg: str) -> None:
 
 
 def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
-    """The GAE (or VGAE) of ``config``; a VGAE's encoder outputs ``2 * dim`` columns (mean and log std)."""
+    """The GAE (or VGAE) of ``config`` (``encoder='auto'`` resolved for ``in_dim`` features, None: a learnt
+    table); a VGAE's encoder outputs ``2 * dim`` columns (mean and log std)."""
+    config = config.for_graph(in_dim)
     dims = config.layer_dims
     if config.variational:
         dims = dims[:-1] + [2 * dims[-1]]
@@ -91,6 +95,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     inputs = read_inputs(config, data, log, out=out, group=group)
     graph, x, prepared = inputs.graph, inputs.x, inputs.prepared
     num_nodes, num_edges, num_features = graph.num_nodes, graph.num_edges, None if x is None else int(x.shape[1])
+    config = _resolve(config, num_features, log)
     strategy_name = _choose_strategy(config, num_nodes, num_edges, num_features, log, prepared=prepared is not None,
                                      device=device, group=group)
     # Neighbour sampling on several ranks: each rank keeps only its shard of the training graph and of the
@@ -168,7 +173,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     with peer_failures() if group is not None else contextlib.nullcontext():
         result = fit(model, features, sampled_graph, train_pairs, val=(split.val_pos, split.val_neg) if has_val else None,
                      epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
-                     patience=config.patience, progress=not config.quiet and main,
+                     patience=config.patience, warmup=config.warmup_epochs, progress=not config.quiet and main,
                      loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
                                       neg_ratio=config.neg_ratio),
                      checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
@@ -186,6 +191,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         t = time.perf_counter()
         z = model.embed(x, train_graph, block=block).cpu()
     embed_seconds = time.perf_counter() - t
+    note = selection_note(result.history, result.best_epoch, config.warmup_epochs)
+    if note:
+        log(note)
     if block:
         log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time"
             f"{', each of the processes its own' if shards is not None else ''} [{embed_seconds:.1f}s]")
@@ -193,9 +201,10 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if has_val:
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
     if split.test_pos.shape[1]:
-        metrics["test_auc"], metrics["test_ap"] = link_scores(z, split.test_pos, split.test_neg)
-        metrics.update(hits_at_k(pair_scores(z, split.test_pos), pair_scores(z, split.test_neg)))
-        metrics.update(mrr(z, split.test_pos, seed=config.seed))
+        metrics.update(test_metrics(z, split, seed=config.seed, train_graph=train_graph))
+        metrics["baselines"] = _baselines(train_graph, split, log, config.seed)
+        lost = not_beaten(metrics)
+        metrics["beats_baselines"] = None if lost is None else not lost
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, embed_seconds=embed_seconds,
                    total_seconds=time.perf_counter() - t_start,
@@ -236,10 +245,30 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  val AUC {_fmt(metrics['val_auc'])}"
                f"  |  {metrics['epochs']} epochs (best {result.best_epoch}), {metrics['seconds_per_epoch']:.3f} s/epoch, "
                f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
-    log(summary + (f"\noutputs in {out}/" if out is not None else ""))
+    baselines = baseline_summary(metrics)
+    log(summary + (f"\n{baselines}" if baselines else "") + (f"\noutputs in {out}/" if out is not None else ""))
     if group is not None:  # the others wait here (a rank that tore the group down alone was seen to abort)
         barrier()
     return RunResult(model, embeddings, node_ids, metrics, out)
+
+
+def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
+    """``config`` with ``encoder='auto'`` resolved for the graph (:meth:`TrainConfig.for_graph`), logged."""
+    if config.resolved:
+        return config
+    config = config.for_graph(num_features)
+    why = "no features" if num_features is None else f"{num_features:,} features per node"
+    log(f"--encoder auto: {config.encoder} {'-'.join(map(str, config.layer_dims))} ({why}), lr {config.lr:g}")
+    return config
+
+
+def _baselines(train_graph: Graph | None, split, log, seed: int) -> dict | None:
+    """The link heuristics on the test split (:func:`gaescale.heldout.baseline_metrics`), or None where rank 0
+    does not hold the whole training graph (neighbour sampling over several processes: it holds its shard)."""
+    if train_graph is None:
+        log("baselines: not computed (the training graph is sharded over the processes)")
+        return None
+    return baseline_metrics(train_graph, split, seed=seed)
 
 
 def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:

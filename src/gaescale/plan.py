@@ -112,6 +112,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     for name, value in (("num_nodes", num_nodes), ("num_edges", num_edges)):
         if not isinstance(value, int) or value < 1:
             raise ParameterError(name, "plan", "an int >= 1", value)
+    config = config.for_graph(num_features)
     n, e = float(num_nodes), float(num_edges)
     et = e * (1.0 - config.val_fraction - config.test_fraction)  # training edges
     f = float(num_features or 0)
@@ -262,6 +263,7 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
     else:
         n, e = _count("nodes", nodes, 1), _count("edges", edges, 1)
     budget = budget_bytes(config)
+    config = config.for_graph(f or None)
     plans = plan(config, n, e, f or None, prepared=prepared)
     lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, _widths(config)))}"
              f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",

@@ -33,6 +33,7 @@ from sklearn.metrics import roc_auc_score
 from . import __version__
 from .errors import ParameterError, RunDirError
 from .evaluate import pair_scores
+from .heldout import BASELINE_NAMES
 from .outputs import atomic_write, check_out_dir, write_json
 from .rundir import Run
 
@@ -183,6 +184,28 @@ def _table(rows, head=(), numeric=()) -> str:
                                     for r in rows) + "</table>"
 
 
+BASELINE_COLUMNS = (("auc", "test AUC"), ("ap", "test AP"), ("filtered_mrr", "filtered MRR"),
+                    ("filtered_hits@10", "filtered Hits@10"))
+
+
+def _baseline_table(report: dict) -> str:
+    """The embeddings next to the link heuristics on the same test split (empty without baselines)."""
+    baselines = report.get("baselines")
+    if not baselines:
+        return ""
+    m = report["metrics"]
+    ours = {"auc": m.get("test_auc"), "ap": m.get("test_ap"), **{k: m.get(k) for k, _ in BASELINE_COLUMNS[2:]}}
+    columns = [(k, label) for k, label in BASELINE_COLUMNS if ours.get(k) is not None]
+    rows = [("embeddings (this run)", *(f"{ours[k]:.4f}" for k, _ in columns))]
+    rows += [(BASELINE_NAMES[name], *("n/a" if b.get(k) is None else f"{b[k]:.4f}" for k, _ in columns))
+             for name, b in baselines.items()]
+    verdict = "beat every heuristic" if report.get("beats_baselines") else "do not beat every heuristic"
+    return (f'<h2>Against link heuristics</h2><div class="card">'
+            f'{_table(rows, ("", *(label for _, label in columns)), tuple(range(1, len(columns) + 1)))}'
+            f'<p class="note">Scored on the same test pairs, on the training graph. The embeddings {verdict} on '
+            f'test AUC and AP.</p></div>')
+
+
 def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
     """The page: every string from the run is escaped; every image is a data: URI."""
     m, fmt = report["metrics"], {k: f for k, _, f in METRICS}
@@ -196,6 +219,8 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
     note = lambda name: f'<p class="note">{html.escape(notes[name])}</p>'  # noqa: E731
     buckets = _table(bucket_rows, ("smaller endpoint degree", "pairs", "edges", "non-edges", "AUC"),
                      (1, 2, 3, 4)) if bucket_rows else note("degree_auc")
+
+    baselines = _baseline_table(report)
 
     def fig(name: str) -> str:
         if name not in pngs:
@@ -211,7 +236,7 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
 <div class="tiles">{tiles}</div>
 <div class="grid"><div><h2>Metrics</h2><div class="card">{_table(metric_rows, numeric=(1,))}</div></div>
 <div><h2>Configuration</h2><div class="card">{_table(config_rows, numeric=(1,))}</div></div></div>
-<h2>Training</h2><div class="grid">{fig("loss")}{fig("validation")}</div>
+{baselines}<h2>Training</h2><div class="grid">{fig("loss")}{fig("validation")}</div>
 <h2>Held-out test pairs</h2><div class="grid">{fig("scores")}{fig("pca")}</div>
 <h2>Test AUC by degree</h2><div class="grid">{fig("degree_auc")}<div class="card">{buckets}</div></div>
 <footer>Written by gaescale {html.escape(__version__)}. The plots are also in this directory as PNG files and
@@ -278,7 +303,8 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
     report = dict(run=str(run.path.resolve()), finished=finished, metrics=shown,
                   config=shown_config, degree_buckets=buckets, pca=pca_info,
                   test_pairs=dict(positives=int(pos.shape[1]), negatives=int(neg.shape[1])),
-                  plots=sorted(f"{n}.png" for n in pngs), notes=notes, gaescale_version=__version__)
+                  plots=sorted(f"{n}.png" for n in pngs), notes=notes, gaescale_version=__version__,
+                  baselines=metrics.get("baselines"), beats_baselines=metrics.get("beats_baselines"))
     write_json(out / "report.json", report)
     page = atomic_write(out / "report.html", lambda fh: fh.write(_html(report, pngs, notes).encode("utf-8")))
     if log is not None:
