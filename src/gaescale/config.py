@@ -143,7 +143,7 @@ class TrainConfig:
 
     def for_graph(self, num_features: int | None) -> "TrainConfig":
         """This configuration with ``encoder='auto'`` resolved for a graph with ``num_features`` features per node
-        (None: featureless), and so with every default filled in. Chosen on validation scores of 9 graphs
+        (None: featureless), and so with every default filled in. Chosen on validation scores of 6 graphs, checked on 8
         (BENCHMARKS.md, "Default recipe"): the one-hop linear encoder with d = 64 beats the two-layer GCN on
         every featureless graph and on Cora (1,433 features), the GCN wins on the community graph's 8."""
         if self.encoder != "auto":

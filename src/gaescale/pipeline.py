@@ -197,14 +197,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if block:
         log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time"
             f"{', each of the processes its own' if shards is not None else ''} [{embed_seconds:.1f}s]")
-    metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
-    if has_val:
-        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
-    if split.test_pos.shape[1]:
-        metrics.update(test_metrics(z, split, seed=config.seed, train_graph=train_graph))
-        metrics["baselines"] = _baselines(train_graph, split, log, config.seed)
-        lost = not_beaten(metrics)
-        metrics["beats_baselines"] = None if lost is None else not lost
+    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log)
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, embed_seconds=embed_seconds,
                    total_seconds=time.perf_counter() - t_start,
@@ -260,6 +253,21 @@ def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
     why = "no features" if num_features is None else f"{num_features:,} features per node"
     log(f"--encoder auto: {config.encoder} {'-'.join(map(str, config.layer_dims))} ({why}), lr {config.lr:g}")
     return config
+
+
+def _heldout_metrics(z: torch.Tensor, split, train_graph: Graph | None, has_val: bool, seed: int,
+                     log) -> dict[str, Any]:
+    """Validation and test scores of ``z: (N, d)`` on ``split`` (:func:`gaescale.heldout.test_metrics`), and
+    the link heuristics on the same test pairs with ``beats_baselines``; None where a split part is empty."""
+    metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
+    if has_val:
+        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
+    if split.test_pos.shape[1]:
+        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph))
+        metrics["baselines"] = _baselines(train_graph, split, log, seed)
+        lost = not_beaten(metrics)
+        metrics["beats_baselines"] = None if lost is None else not lost
+    return metrics
 
 
 def _baselines(train_graph: Graph | None, split, log, seed: int) -> dict | None:
