@@ -7,6 +7,7 @@ from sklearn.metrics import roc_auc_score
 from conftest import brute_force_ranks, dense_adjacency, random_edges
 from gaescale.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from gaescale.graph import Graph
+from gaescale.models import bias_metric, with_bias
 
 
 def test_hits_at_k_by_hand():
@@ -58,6 +59,25 @@ def test_filtered_ranking_matches_brute_force(block):
     assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
     assert got["filtered_positives"] == 30
     assert 0 < stats["pairs"] <= 30 * n
+
+
+def test_filtered_ranking_with_node_bias_matches_brute_force():
+    n = 80
+    rng = np.random.default_rng(3)
+    z = torch.from_numpy(rng.standard_normal((n, 3)).astype(np.float32))
+    b = torch.from_numpy(rng.integers(-3, 4, n).astype(np.float32))  # integer biases: a degree-like spread
+    edges = random_edges(n, 160, seed=2)
+    train, held = Graph.from_edge_index(edges[:, :130], n), edges[:, 130:]
+    zb = with_bias(z, b)
+    got = filtered_ranking(zb, held, [train, held], block=5, batch=8, ks=(1, 10), metric=bias_metric(zb.shape[1]))
+    s = (z.double() @ z.double().T + b.double()[:, None] + b.double()[None, :]).numpy()
+    ranks = brute_force_ranks(s, held, dense_adjacency(edges, n).numpy())
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+    neg = rng.integers(0, n, (2, 30))
+    auc, _ = link_scores(zb, held, neg, metric=bias_metric(zb.shape[1]))
+    assert auc == pytest.approx(roc_auc_score(np.r_[np.ones(30), np.zeros(30)],
+                                              np.r_[s[held[0], held[1]], s[neg[0], neg[1]]]))
 
 
 def test_filtered_ranking_skips_blocks_the_norm_bound_decides():

@@ -16,9 +16,9 @@ from conftest import dense_adjacency, random_edges
 N, D = 60, 4
 
 
-def dense_reference(z, a, kind, weighting):
-    """sum_ij w(a_ij) l(s_ij, a_ij) written out on the dense N x N matrix."""
-    s = z @ z.T
+def dense_reference(z, a, kind, weighting, s=None):
+    """sum_ij w(a_ij) l(s_ij, a_ij) written out on the dense N x N matrix (logits ``s``, default ``z z^T``)."""
+    s = z @ z.T if s is None else s
     if kind in ("bce", "weighted-bce"):
         per = torch.where(a > 0, F.binary_cross_entropy_with_logits(s, torch.ones_like(s), reduction="none"),
                           F.binary_cross_entropy_with_logits(s, torch.zeros_like(s), reduction="none"))
@@ -26,7 +26,7 @@ def dense_reference(z, a, kind, weighting):
         per = (torch.sigmoid(s) - a) ** 2
     else:
         per = (s - a) ** 2
-    p, e = float(z.shape[0]) ** 2, float(a.sum())
+    p, e = float(s.shape[0]) ** 2, float(a.sum())
     if weighting == "none":
         w1 = w0 = 1 / p
     elif weighting == "balanced":

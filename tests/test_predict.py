@@ -5,14 +5,18 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import gaescale
 from gaescale.graph import Graph
+from gaescale.models import bias_metric, with_bias
 from gaescale.predict import score_pairs, top_k, topk_links
 
 
-def _brute(z, k, exclude=None, queries=None):
+def _brute(z, k, exclude=None, queries=None, bias=None):
     s = z.astype(np.float64) @ z.T.astype(np.float64)
+    if bias is not None:
+        s += bias[:, None].astype(np.float64) + bias[None, :]
     np.fill_diagonal(s, -np.inf)
     if exclude is not None:
         s[exclude.adjacency().toarray() > 0] = -np.inf
@@ -36,6 +40,20 @@ def test_top_k_matches_dense_brute_force(exclude, block):
     np.testing.assert_allclose(v, rv, rtol=1e-5, atol=1e-5)
     assert (i == ri).mean() > 0.99  # float32 vs float64 may swap near-ties only
     assert all(q[r] not in i[r] for r in range(q.size))  # a node is never its own candidate
+
+
+@pytest.mark.parametrize("block", [16, 4096])
+def test_top_k_with_node_bias_matches_dense_brute_force(block):
+    rng = np.random.default_rng(2)
+    n = 500
+    z = (rng.standard_normal((n, 5)) * rng.lognormal(0, 0.7, (n, 1))).astype(np.float32)
+    b = (2 * rng.standard_normal(n)).astype(np.float32)
+    zb = with_bias(torch.from_numpy(z), torch.from_numpy(b))
+    q = rng.choice(n, 60, replace=False)
+    v, i = top_k(zb.numpy(), 6, queries=q, block=block, batch=16, metric=bias_metric(zb.shape[1]))
+    rv, ri = _brute(z, 6, queries=q, bias=b)
+    np.testing.assert_allclose(v, rv, rtol=1e-5, atol=1e-4)
+    assert (i == ri).mean() > 0.99
 
 
 def test_top_k_pads_when_fewer_candidates_than_k():
@@ -65,10 +83,10 @@ def test_topk_cli_keyed_by_ids_and_matches_brute_force(run, tmp_path):
     assert r.returncode == 0, r.stderr
     t = pd.read_parquet(out)
     ids = np.array((run / "nodes.tsv").read_text().split())
-    z = np.load(run / "embeddings.npy")
+    z, bias = np.load(run / "embeddings.npy"), np.load(run / "node_bias.npy")  # the default decoder: bias
     with np.load(run / "graph.npz") as g:
         graph = Graph(g["indptr"], g["indices"], len(ids))
-    rv, ri = _brute(z, 5, graph)
+    rv, ri = _brute(z, 5, graph, bias=bias)
     assert len(t) == 120 * 5 and list(t.columns) == ["node", "rank", "candidate", "score", "probability"]
     assert (t["node"].to_numpy() == np.repeat(ids, 5)).all() and (t["rank"].to_numpy() == np.tile(np.arange(1, 6), 120)).all()
     np.testing.assert_allclose(t["score"].to_numpy(), rv.ravel(), rtol=1e-5, atol=1e-6)
@@ -84,11 +102,11 @@ def test_topk_of_chosen_nodes_and_tsv(run, tmp_path):
 
 def test_score_from_file_and_stdin(run, tmp_path):
     ids = (run / "nodes.tsv").read_text().split()
-    z = np.load(run / "embeddings.npy")
+    z, b = np.load(run / "embeddings.npy"), np.load(run / "node_bias.npy")
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(f"source\ttarget\n# a comment\n{ids[3]}\t{ids[9]}\n\n{ids[0]}\t{ids[1]}\n")
     t = score_pairs(run, str(pairs))
-    expect = [float(z[3] @ z[9]), float(z[0] @ z[1])]
+    expect = [float(z[3] @ z[9] + b[3] + b[9]), float(z[0] @ z[1] + b[0] + b[1])]
     np.testing.assert_allclose(t["score"], expect, rtol=1e-5)
     r = subprocess.run([sys.executable, "-m", "gaescale", "score", str(run), "-"], input=f"{ids[3]} {ids[9]}\n",
                        capture_output=True, text=True)

@@ -42,6 +42,9 @@ class TrainConfig:
                         "choice", group="model", choices=("auto", "gcn", "sage", "linear"))
     variational: bool = _opt(False, "train a VGAE (Gaussian embeddings, KL term) instead of a GAE", "bool",
                              group="model")
+    decoder: str = _opt("bias", "decoder: bias (sigmoid(z_i . z_j + b_i + b_j) with a learned bias per node, so that "
+                                "degree need not live in z) or inner (sigmoid(z_i . z_j))", "choice", group="model",
+                        choices=("bias", "inner"))
     hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none (default: none "
                                       "for linear, 32 for gcn and sage)", "ints", group="model")
     dim: int | None = _opt(None, "embedding dimension d, the last layer's width (default: 64 for linear, 16 for gcn "

@@ -218,12 +218,12 @@ class ShardedFullBatch:
                            int((every[0] == every[1]).sum()))
         z = full_precision(model(x, graph))  # the loss in float32 under mixed precision, as one process's
         with torch.autocast(z.device.type, enabled=False):
-            loss = self._loss(z, generator, loss_kwargs)
+            loss = self._loss(z, generator, loss_kwargs, model.metric(z))
         if hasattr(model, "kl"):
             loss = loss + model.kl() / n
         yield loss
 
-    def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict) -> torch.Tensor:
+    def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict, metric: torch.Tensor | None) -> torch.Tensor:
         """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)``."""
         w, r, n = self.group.world_size, self.group.rank, z.shape[0]
         _, mine, count, loops = self._shard
@@ -233,15 +233,16 @@ class ShardedFullBatch:
             m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
             m = -(-m // w) * w
             sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
-            s_neg = PairIndex.from_pairs(sampled, n).logits(z)
+            s_neg = PairIndex.from_pairs(sampled, n).logits(z, metric)
         else:
             s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
-        loss = minibatch_loss(mine.logits(z), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
+        loss = minibatch_loss(mine.logits(z, metric), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
                               pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting)
         if dense == "sampled":
             return loss
         # exact: this rank's tiles; closed (O(N d^2)): the whole term, of which a 1/W share
         pair_loss, weighting = resolve_kind(kind, weighting)
         w0, _ = pair_weights(weighting, n, num_edge_pairs)
-        share = dense_term(z, pair_loss, dense, shard=(r, w)) if dense == "exact" else dense_term(z, pair_loss, dense) / w
+        share = (dense_term(z, pair_loss, dense, shard=(r, w), metric=metric) if dense == "exact"
+                 else dense_term(z, pair_loss, dense, metric=metric) / w)
         return loss + w * w0 * share  # W times this rank's share, as the edge term above

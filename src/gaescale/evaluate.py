@@ -11,22 +11,31 @@ from .models import decode
 from .predict import _neighbour_pairs
 
 
-def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20) -> np.ndarray:
-    """Inner products ``z_u . z_v`` (logits) of ``pairs: (2, P)``, as float64 ``(P,)``, in chunks."""
+def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, metric: torch.Tensor | None = None
+                ) -> np.ndarray:
+    """Inner products ``z_u . z_v`` (logits) of ``pairs: (2, P)``, as float64 ``(P,)``, in chunks. Every function
+    here takes ``metric: (d,)``, the signs of the logits of a per-node bias decoder (:mod:`gaescale.models`)."""
     out = np.empty(pairs.shape[1], np.float64)
     with torch.no_grad():
         for s in range(0, pairs.shape[1], chunk):
-            out[s:s + chunk] = decode(z, index_on(pairs[:, s:s + chunk], z)).double().cpu().numpy()
+            out[s:s + chunk] = decode(z, index_on(pairs[:, s:s + chunk], z), metric).double().cpu().numpy()
     return out
 
 
-def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
+def queries(z: torch.Tensor, metric: torch.Tensor | None) -> torch.Tensor:
+    """The query side ``z M`` of the logits ``z_u^T M z_v`` (``z`` itself without ``metric``): as long as each
+    row of ``z``, so the length bounds of the ranking scans hold for both decoders."""
+    return z if metric is None else z * metric.to(z.device, z.dtype)
+
+
+def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None
+                ) -> tuple[float, float]:
     """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
     # imported here, not at the top: scikit-learn (scipy.stats, pandas) takes ~3 s to import, which every
     # process of every command paid, though only the one that evaluates needs it
     from sklearn.metrics import average_precision_score, roc_auc_score
 
-    s = np.concatenate([pair_scores(z, pos), pair_scores(z, neg)])
+    s = np.concatenate([pair_scores(z, pos, metric=metric), pair_scores(z, neg, metric=metric)])
     y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
     return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
 
@@ -43,7 +52,7 @@ def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, ks=(20, 50, 100)) 
 
 
 def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int = 0,
-        chunk: int = 65536, max_positives: int = 100_000) -> dict[str, float]:
+        chunk: int = 65536, max_positives: int = 100_000, metric: torch.Tensor | None = None) -> dict[str, float]:
     """OGB ``ogbl-citation2`` style: each positive ``(u, v)`` of ``pos: (2, P)`` is ranked against
     ``num_negatives`` pairs ``(u, w)`` with ``w`` uniform over all nodes (unfiltered, as in OGB); ties
     count half (OGB's mean of the optimistic and pessimistic rank). Returns the mean reciprocal rank and
@@ -54,9 +63,10 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     pos = sample_positives(pos, max_positives, rng)
     n = z.shape[0]
     ranks = np.empty(pos.shape[1], np.float64)
+    zq = queries(z, metric)
     with torch.no_grad():
         for s in range(0, pos.shape[1], chunk):
-            zu = z[index_on(pos[0, s:s + chunk], z)]
+            zu = zq[index_on(pos[0, s:s + chunk], z)]
             p = (zu * z[index_on(pos[1, s:s + chunk], z)]).sum(1)
             above = torch.zeros(zu.shape[0], dtype=torch.float64, device=z.device)
             for _ in range(num_negatives):  # one negative per positive at a time: memory O(chunk * d)
@@ -128,8 +138,8 @@ def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
 
 
 def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
-                     block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None
-                     ) -> dict[str, float]:
+                     block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
+                     metric: torch.Tensor | None = None) -> dict[str, float]:
     """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
 
     Each of at most ``max_positives`` edges ``(u, v)`` (drawn by :func:`sample_positives`) is ranked from ``u``:
@@ -148,6 +158,7 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     ranks = np.empty(pos.shape[1], np.float64)
     with torch.no_grad():
         z = z.detach().double()
+        zq = queries(z, metric)
         n, d = z.shape
         norms = z.norm(dim=1)
         order = torch.argsort(norms, descending=True, stable=True)
@@ -155,7 +166,7 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
         slack = 8 * d * np.finfo(np.float64).eps * float(norms.max())
         for s in range(0, pos.shape[1], batch):
             u, v = pos[0, s:s + batch], pos[1, s:s + batch]
-            zu = z[index_on(u, z)]
+            zu = zq[index_on(u, z)]
             thr = (zu * z[index_on(v, z)]).sum(1)
             tol = slack * zu.norm(dim=1)
             hi, lo = thr + tol, thr - tol

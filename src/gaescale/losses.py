@@ -100,8 +100,10 @@ class ValueAndGrad(torch.autograd.Function):
 
 
 def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int,
-                      shard: tuple[int, int] = (0, 1)) -> tuple[Tensor, Tensor | None]:
+                      shard: tuple[int, int] = (0, 1), metric: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """``(D, dD/dz)`` for ``D = sum_{i,j} l0(z_i . z_j)`` over all N^2 ordered pairs, in ``B x B`` tiles.
+    With ``metric: (d,)`` of signs ``M``, ``s_ij = z_i^T M z_j`` (still symmetric) and ``dD/dz_a = 2 M sum_j
+    l0'(s_aj) z_j``.
 
     ``S = Z Z^T`` is symmetric, so only the tiles on and above the diagonal are formed (half the
     work): an off-diagonal tile counts twice. ``dD/dz_a = 2 sum_j l0'(s_aj) z_j``, so each tile
@@ -115,17 +117,18 @@ def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, bloc
     total = torch.zeros((), dtype=torch.float64, device=z.device)
     grad = torch.zeros_like(z) if need_grad else None
     k, num_shards = shard
+    zm = z if metric is None else z * metric.to(z.dtype)
     for r in range(k * block, n, num_shards * block):
-        zr = z[r:r + block]
+        zr, zmr = z[r:r + block], zm[r:r + block]
         for c in range(r, n, block):
-            zc = z[c:c + block]
-            s = zr @ zc.T  # dense-ok: a (block x block) tile
+            zc, zmc = z[c:c + block], zm[c:c + block]
+            s = zmr @ zc.T  # dense-ok: a (block x block) tile
             total += (1.0 if c == r else 2.0) * loss.l0(s).sum(dtype=torch.float64)
             if need_grad:
                 g = loss.dl0(s)
-                grad[r:r + block].addmm_(g, zc)
+                grad[r:r + block].addmm_(g, zmc)
                 if c != r:
-                    grad[c:c + block].addmm_(g.T, zr)
+                    grad[c:c + block].addmm_(g.T, zmr)
     return total, (2 * grad if need_grad else None)
 
 
@@ -137,29 +140,31 @@ def block_size_for(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int
 
 def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                generator: torch.Generator | None = None, block_size: int | None = None,
-               memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1)) -> Tensor:
+               memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1), metric: Tensor | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
+    ``metric: (d,)`` of signs: logits ``z_i^T diag(metric) z_j`` (:func:`gaescale.models.with_bias`).
     ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D``, whose values and gradients add
     up to ``D``'s (:func:`exact_dense_tiles`; on CUDA :func:`gaescale.kernels.dense_value_and_grad`)."""
     n = z.shape[0]
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
-        s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z)
+        s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z, metric)
         return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
         if z.is_cuda:
             from . import kernels
-            if kernels.available() and loss.name in kernels.KERNEL_IDS:
+            if metric is None and kernels.available() and loss.name in kernels.KERNEL_IDS:
                 return ValueAndGrad.apply(z, partial(kernels.dense_value_and_grad, kind=loss.name, shard=shard))
         block = int(block_size or block_size_for(n, memory_budget, z.element_size()))
-        return ValueAndGrad.apply(z, partial(exact_dense_tiles, loss=loss, block=block, shard=shard))
+        return ValueAndGrad.apply(z, partial(exact_dense_tiles, loss=loss, block=block, shard=shard, metric=metric))
     if strategy == "closed":
         if not loss.polynomial_l0:
             raise ParameterError("dense", "reconstruction_loss",
                                  "'closed' only with kind='linear-mse' (whose l0 is s^2); use 'exact' or 'sampled'",
                                  strategy)
-        return (z.T @ z).square().sum()
+        gram = (z.T @ z).square()  # sum_ij (z_i^T M z_j)^2 = sum_ab M_a M_b (Z^T Z)_ab^2
+        return gram.sum() if metric is None else (gram * torch.outer(metric, metric).to(gram.dtype)).sum()
     raise ParameterError("dense", "reconstruction_loss", f"one of {DENSE_STRATEGIES}", strategy)
 
 
@@ -178,7 +183,8 @@ def resolve_kind(kind: str, weighting: str | None) -> tuple[PairLoss, str]:
 def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: int | None = None, *, kind: str = "bce",
                         dense: str = "sampled", weighting: str | None = None, num_samples: int | None = None,
                         neg_ratio: float = 1.0, edges: str = "undirected", block_size: int | None = None,
-                        memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None) -> Tensor:
+                        memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None,
+                        metric: Tensor | None = None) -> Tensor:
     """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
 
     ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
@@ -188,16 +194,20 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     :func:`pair_weights`; no N x N tensor is formed. ``num_samples`` (sampled strategy) defaults to
     ``neg_ratio`` times the number of undirected edges. ``edge_index`` may also be a prebuilt
     :class:`gaescale.sparse.PairIndex` (what a training loop should pass: it is built once).
-    Returns a scalar tensor.
+    ``metric: (d,)`` of signs: the logits are ``s_ij = z_i^T diag(metric) z_j`` (the per-node bias decoder,
+    :func:`gaescale.models.with_bias`); every dense strategy supports it. Returns a scalar tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
         raise ParameterError("z", "reconstruction_loss", f"a 2-D tensor with num_nodes={n} rows", tuple(z.shape))
     if edges not in ("undirected", "ordered"):
         raise ParameterError("edges", "reconstruction_loss", "'undirected' or 'ordered'", edges)
+    if metric is not None and tuple(metric.shape) != (z.shape[1],):
+        raise ParameterError("metric", "reconstruction_loss", f"None or a ({z.shape[1]},) tensor of signs",
+                             tuple(metric.shape))
     with torch.autocast(z.device.type, enabled=False):  # losses run in float32 under mixed precision
         return _reconstruction_loss(full_precision(z), edge_index, n, kind, dense, weighting, num_samples, neg_ratio,
-                                    edges, block_size, memory_budget, generator)
+                                    edges, block_size, memory_budget, generator, metric)
 
 
 def default_num_samples(num_edge_pairs: int, neg_ratio: float) -> int:
@@ -212,7 +222,7 @@ def full_precision(t: Tensor) -> Tensor:
 
 
 def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,
-                         memory_budget, generator) -> Tensor:
+                         memory_budget, generator, metric=None) -> Tensor:
     loss, weighting = resolve_kind(kind, weighting)
     pairs = as_pair_index(edge_index, n).to(z.device)
     # An undirected edge stands for two ordered pairs, a self loop for one.
@@ -225,13 +235,15 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
                       "use weighting='balanced' or kind='weighted-bce'.", stacklevel=2)
     if num_samples is None:
         num_samples = default_num_samples(num_pairs, neg_ratio)
-    s = pairs.logits(z)
+    if metric is not None:
+        metric = metric.to(z.device, z.dtype)
+    s = pairs.logits(z, metric)
     per_pair = w1 * loss.l1(s) - w0 * loss.l0(s)
     edge = per_pair.sum() * (2 if edges == "undirected" else 1)
     if loops:
         edge = edge - per_pair[pairs.self_pair_mask()].sum()
     d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
-                   block_size=block_size, memory_budget=memory_budget)
+                   block_size=block_size, memory_budget=memory_budget, metric=metric)
     return w0 * d + edge
 
 

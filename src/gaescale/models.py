@@ -1,17 +1,49 @@
 """Graph autoencoders: an encoder (any ``nn.Module`` mapping ``(x, graph) -> z``) plus the
-inner-product decoder, evaluated on given pairs only."""
+inner-product decoder, optionally with a learned bias per node, evaluated on given pairs only.
+
+The per-node bias ``s_ij = z_i . z_j + b_i + b_j`` lets degree (how likely a node is to link at all) live
+outside ``z``. It is carried as two extra columns, ``p = (b + 1) / sqrt 2`` and ``q = (b - 1) / sqrt 2``, with
+the signs ``(+1, ..., +1, +1, -1)``: ``p_i p_j - q_i q_j = b_i + b_j``. So the logits stay one symmetric
+bilinear form ``s_ij = z'_i^T M z'_j`` of the rows of ``z' = [z, p, q]``, and everything that streams or
+samples inner products (the exact dense tiles, the sampled pairs, the top-k scan) serves both decoders
+with ``metric = M``; a subset of rows (a mini-batch) carries its own biases."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from .devices import index_on
 from .graph import Graph
 from .losses import full_precision, reconstruction_loss
 
 
-def decode(z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-    """Logits ``s_k = z[pairs[0, k]] . z[pairs[1, k]]`` for ``z: (N, d)`` and ``pairs: (2, B)``; returns ``(B,)``."""
-    return (z[pairs[0]] * z[pairs[1]]).sum(-1)
+def decode(z: torch.Tensor, pairs: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits ``s_k = z[pairs[0, k]] . z[pairs[1, k]]`` for ``z: (N, d)`` and ``pairs: (2, B)`` (with ``metric: (d,)``
+    of signs, ``sum_c metric_c z[u, c] z[v, c]``); returns ``(B,)``."""
+    zu = z[pairs[0]]
+    return ((zu if metric is None else zu * metric) * z[pairs[1]]).sum(-1)
+
+
+_ROOT_HALF = 0.5 ** 0.5
+
+
+def with_bias(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``z: (N, d)`` and biases ``b: (N,)`` as ``z': (N, d + 2) = [z, (b + 1) / sqrt 2, (b - 1) / sqrt 2]``, whose
+    logits under :func:`bias_metric` are ``z_i . z_j + b_i + b_j``."""
+    b = b.to(z.dtype)[:, None]
+    return torch.cat([z, (b + 1) * _ROOT_HALF, (b - 1) * _ROOT_HALF], dim=1)
+
+
+def split_bias(zb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of :func:`with_bias`: ``(z: (N, d), b: (N,))`` of ``zb: (N, d + 2)``."""
+    return zb[:, :-2], (zb[:, -2] + zb[:, -1]) * _ROOT_HALF
+
+
+def bias_metric(width: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """The signs ``(width,)`` of a :func:`with_bias` embedding: +1, and -1 on the last column."""
+    m = torch.ones(width, device=device, dtype=dtype)
+    m[-1] = -1.0
+    return m
 
 
 class GAE(nn.Module):
@@ -19,15 +51,34 @@ class GAE(nn.Module):
 
     ``model = GAE(GCN(8, [16, 16, 8]))``; ``z = model(x, graph)``; ``model.loss(z, edge_index)``.
     The decoder is ``sigmoid(z_i . z_j)``, applied to the pairs it is given: no method returns N x N.
+    ``node_bias=N``: ``sigmoid(z_i . z_j + b_i + b_j)`` with a learned bias for each of the graph's ``N``
+    nodes (initially 0); the model then returns ``z': (N, d + 2)`` (:func:`with_bias`) and
+    :meth:`metric` its signs, which every logit of ``z'`` is computed with.
     """
 
-    def __init__(self, encoder: nn.Module):
+    def __init__(self, encoder: nn.Module, *, node_bias: int | None = None):
         super().__init__()
         self.encoder = encoder
+        if node_bias is not None and (not isinstance(node_bias, int) or isinstance(node_bias, bool) or node_bias < 1):
+            raise ValueError(f"The 'node_bias' parameter of GAE must be None or an int >= 1 (the number of nodes). "
+                             f"Got {node_bias!r} instead.")
+        self.node_bias = None if node_bias is None else nn.Parameter(torch.zeros(node_bias))
 
     def forward(self, x: torch.Tensor | None, graph: Graph) -> torch.Tensor:
-        """``z: (N, d)``."""
-        return self.encoder(x, graph)
+        """``z: (N, d)``, or ``z': (N, d + 2)`` with ``node_bias``."""
+        return self.add_bias(self.encoder(x, graph), graph.node_ids)
+
+    def add_bias(self, z: torch.Tensor, node_ids=None) -> torch.Tensor:
+        """``z: (n, d)`` with the biases of nodes ``node_ids: (n,)`` (None: all N) as :func:`with_bias`; ``z`` itself
+        without ``node_bias``."""
+        if self.node_bias is None:
+            return z
+        b = self.node_bias if node_ids is None else self.node_bias[index_on(node_ids, self.node_bias)]
+        return with_bias(z, b.to(z.device))
+
+    def metric(self, z: torch.Tensor) -> torch.Tensor | None:
+        """The signs ``(d,)`` of the logits of ``z: (N, d)`` this model returned; None for the plain inner product."""
+        return None if self.node_bias is None else bias_metric(z.shape[1], z.device)
 
     encode = forward
 
@@ -40,7 +91,7 @@ class GAE(nn.Module):
         self.eval()
         try:
             if block is not None and hasattr(self.encoder, "layerwise"):
-                return self._eval_output(self.encoder.layerwise(x, graph, block))
+                return self.add_bias(self._eval_output(self.encoder.layerwise(x, graph, block)), graph.node_ids)
             return self(x, graph)
         finally:
             self.train(was)
@@ -49,14 +100,13 @@ class GAE(nn.Module):
     def _eval_output(out: torch.Tensor) -> torch.Tensor:
         return out
 
-    @staticmethod
-    def decode(z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    def decode(self, z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """Edge probabilities ``(B,)`` for ``pairs: (2, B)``."""
-        return torch.sigmoid(decode(z, pairs))
+        return torch.sigmoid(decode(z, pairs, self.metric(z)))
 
     def loss(self, z: torch.Tensor, edge_index: torch.Tensor, **kwargs) -> torch.Tensor:
         """The reconstruction loss (:func:`gaescale.losses.reconstruction_loss`) of ``z`` on ``edge_index: (2, E)``."""
-        return reconstruction_loss(z, edge_index, z.shape[0], **kwargs)
+        return reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), **kwargs)
 
 
 class VGAE(GAE):
@@ -78,8 +128,8 @@ class VGAE(GAE):
         d = out.shape[1] // 2
         self.mu, self.logstd = out[:, :d], out[:, d:].clamp(max=self.MAX_LOGSTD)
         if not self.training:
-            return self.mu
-        return self.mu + torch.randn_like(self.mu) * self.logstd.exp()
+            return self.add_bias(self.mu, graph.node_ids)
+        return self.add_bias(self.mu + torch.randn_like(self.mu) * self.logstd.exp(), graph.node_ids)
 
     encode = forward
 

@@ -26,7 +26,7 @@ from .errors import DistributedError, ParameterError
 from .graph import Graph
 from .inputs import as_array, as_tensor, read_inputs
 from .io import EdgeList
-from .models import GAE, VGAE
+from .models import GAE, VGAE, split_bias
 from .evaluate import link_scores
 from .heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
@@ -49,6 +49,7 @@ class RunResult:
     node_ids: np.ndarray
     metrics: dict[str, Any]
     out_dir: Path | None
+    node_bias: np.ndarray | None = None  # (N,) float32 with decoder='bias': s_ij = z_i . z_j + b_i + b_j
 
 
 def _stderr(msg: str) -> None:
@@ -63,7 +64,8 @@ def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
     if config.variational:
         dims = dims[:-1] + [2 * dims[-1]]
     encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
-    return (VGAE if config.variational else GAE)(encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout))
+    return (VGAE if config.variational else GAE)(encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout),
+                                                  node_bias=num_nodes if config.decoder == "bias" else None)
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
@@ -197,7 +199,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if block:
         log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time"
             f"{', each of the processes its own' if shards is not None else ''} [{embed_seconds:.1f}s]")
-    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log)
+    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log, metric=model.metric(z))
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, embed_seconds=embed_seconds,
                    total_seconds=time.perf_counter() - t_start,
@@ -207,10 +209,17 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                    num_nodes=num_nodes, num_edges=num_edges, train_edges=split.num_train,
                    prepared=None if prepared is None else str(prepared), torch_threads=torch.get_num_threads(),
                    history=result.history)
-    embeddings = z.numpy().astype(np.float32)
+    embeddings, bias = z, None
+    if model.node_bias is not None:
+        embeddings, bias = (t.numpy().astype(np.float32) for t in split_bias(z))
+    embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
     node_ids = inputs.node_ids
     if out is not None:
         write_npy(out / "embeddings.npy", embeddings)
+        if bias is not None:
+            write_npy(out / "node_bias.npy", bias)
+        else:
+            (out / "node_bias.npy").unlink(missing_ok=True)  # an earlier run's, into the same OUT
         if inputs.prepared is not None:
             with open(inputs.prepared / "nodes.tsv", "rb") as ids:
                 atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
@@ -242,7 +251,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     log(summary + (f"\n{baselines}" if baselines else "") + (f"\noutputs in {out}/" if out is not None else ""))
     if group is not None:  # the others wait here (a rank that tore the group down alone was seen to abort)
         barrier()
-    return RunResult(model, embeddings, node_ids, metrics, out)
+    return RunResult(model, embeddings, node_ids, metrics, out, bias)
 
 
 def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
@@ -256,14 +265,14 @@ def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
 
 
 def _heldout_metrics(z: torch.Tensor, split, train_graph: Graph | None, has_val: bool, seed: int,
-                     log) -> dict[str, Any]:
+                     log, *, metric: torch.Tensor | None = None) -> dict[str, Any]:
     """Validation and test scores of ``z: (N, d)`` on ``split`` (:func:`gaescale.heldout.test_metrics`), and
     the link heuristics on the same test pairs with ``beats_baselines``; None where a split part is empty."""
     metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
     if has_val:
-        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg)
+        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, metric=metric)
     if split.test_pos.shape[1]:
-        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph))
+        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, metric=metric))
         metrics["baselines"] = _baselines(train_graph, split, log, seed)
         lost = not_beaten(metrics)
         metrics["beats_baselines"] = None if lost is None else not lost

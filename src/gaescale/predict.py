@@ -30,18 +30,21 @@ def _neighbour_pairs(graph: Graph, q: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None, block: int = 2048,
-          batch: int = 2048, stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+          batch: int = 2048, stats: dict | None = None, metric: torch.Tensor | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
     """For each query node, the ``k`` nodes of largest inner product ``z_q . z_v``, itself excluded and,
     with ``exclude``, its neighbours in that graph too.
 
     ``z: (N, d)``; ``queries: (Q,)`` node indices (default: all). Returns ``scores: (Q, k)`` float32,
     best first, and ``nodes: (Q, k)`` int64; where fewer than ``k`` candidates exist, the row ends in
     ``-inf`` / ``-1``. Memory: ``O(N d + batch * block)``. ``stats["pairs"]``, if given, counts the
-    inner products evaluated (a brute force evaluates ``Q * N``).
+    inner products evaluated (a brute force evaluates ``Q * N``). ``metric: (d,)`` of signs: the scores are
+    ``z_q^T diag(metric) z_v`` (the per-node bias decoder, :mod:`gaescale.models`).
     """
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "top_k", "an int >= 1", k)
     z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
+    zq = z if metric is None else z * metric.to(z.dtype)  # as long as z's rows: the length bound holds
     n = z.shape[0]
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
     norms = z.norm(dim=1)
@@ -61,7 +64,7 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
         srt = torch.argsort(ex_pos)
         ex_pos, ex_row = ex_pos[srt], torch.from_numpy(rows)[srt]
         cuts = torch.searchsorted(ex_pos, torch.arange(0, n + block, block))
-        v, i = _scan(z[torch.from_numpy(q)], zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats)
+        v, i = _scan(zq[torch.from_numpy(q)], zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats)
         scores[s:s + q.size] = v.numpy()
         nodes[s:s + q.size] = torch.where(i >= 0, order[i.clamp(min=0)], -1).numpy()
     return scores, nodes
@@ -177,7 +180,8 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
         raise ParameterError("k", "topk", "an int >= 1", k)
     queries = None if nodes is None else run.rows(list(nodes), "--nodes")
     graph = run.graph() if exclude_existing else None
-    scores, cand = top_k(run.embeddings, int(k), queries=queries, exclude=graph)
+    z, metric = run.logits_form()
+    scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric)
     q = np.arange(run.embeddings.shape[0]) if queries is None else queries
     ok = cand >= 0
     ids = run.node_ids
@@ -202,7 +206,8 @@ def score_pairs(run, pairs: str, *, out=None) -> dict:
     line_of = lines.__getitem__
     rows = np.stack([run.rows(src, name, line_of=line_of, field="source"),
                      run.rows(dst, name, line_of=line_of, field="target")])
-    s = pair_scores(torch.from_numpy(run.embeddings), rows)
+    z, metric = run.logits_form()
+    s = pair_scores(z, rows, metric=metric)
     table = {"source": np.array(src, dtype=object), "target": np.array(dst, dtype=object), "score": s,
              "probability": 1.0 / (1.0 + np.exp(-s))}
     if out is not None:

@@ -46,7 +46,7 @@ METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),
            ("best_epoch", "Best epoch", "{:,}"), ("seconds_per_epoch", "Seconds per epoch", "{:.3f}"),
            ("peak_rss_gib", "Peak RSS (GiB)", "{:.2f}"), ("num_nodes", "Nodes", "{:,}"), ("num_edges", "Edges", "{:,}"),
            ("device", "Device", "{}"), ("processes", "Processes (torchrun)", "{:,}")]
-CONFIG = ("encoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "strategy", "epochs", "lr", "seed")
+CONFIG = ("encoder", "decoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "strategy", "epochs", "lr", "seed")
 BLUE, ORANGE, GREY = "#1f6feb", "#e36209", "#6a737d"
 
 
@@ -279,7 +279,8 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
         figures["validation"] = _epoch_plot(evaluated, {"val_auc": ("AUC", BLUE), "val_ap": ("AP", ORANGE)}, best,
                                             "Validation AUC and AP", "score")
     if pos.shape[1] and neg.shape[1]:
-        s_pos, s_neg = pair_scores(torch.from_numpy(z), pos), pair_scores(torch.from_numpy(z), neg)
+        zl, metric = run.logits_form()
+        s_pos, s_neg = pair_scores(zl, pos, metric=metric), pair_scores(zl, neg, metric=metric)
         figures["scores"] = _scores_plot(expit(s_pos), expit(s_neg))
         buckets = degree_bucket_auc(degree, pos, neg, s_pos, s_neg)
         figures["degree_auc"] = _degree_plot(buckets, metrics.get("test_auc"))

@@ -4,6 +4,7 @@ the user's ids, the graph, the held-out pairs and the metrics. Used by ``topk``,
 Layout (every file written atomically by :mod:`gaescale.pipeline`)::
 
     embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
+    node_bias.npy   (N,) float32, with --decoder bias: the logit of (i, j) is z_i . z_j + b_i + b_j
     nodes.tsv       original node ids, one per line
     graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR; or
     graph.json      {"prepared": DIR} when the run trained on a 'gaescale prepare' directory (relative to the
@@ -20,6 +21,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .errors import RunDirError
 from .graph import Graph
@@ -43,6 +45,30 @@ class Run:
             raise RunDirError(f"{p / 'nodes.tsv'}: has {run.node_ids.size} ids but embeddings.npy has "
                               f"{run.embeddings.shape[0]} rows; the run directory is inconsistent.")
         return run
+
+    @cached_property
+    def node_bias(self) -> np.ndarray | None:
+        """``(N,)`` float32 per-node biases of a ``--decoder bias`` run, else None."""
+        if not (self.path / "node_bias.npy").is_file():
+            return None
+        try:
+            b = np.load(self.path / "node_bias.npy", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise RunDirError(f"{self.path / 'node_bias.npy'}: not a readable .npy array ({exc}).") from None
+        if b.shape != (self.embeddings.shape[0],):
+            raise RunDirError(f"{self.path / 'node_bias.npy'}: expected shape ({self.embeddings.shape[0]},), one bias "
+                              f"per row of embeddings.npy; got {b.shape}. The run directory is inconsistent.")
+        return b.astype(np.float32, copy=False)
+
+    def logits_form(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(z', metric)`` whose logits ``z'_u^T diag(metric) z'_v`` are the run's decoder's (:mod:`gaescale.models`):
+        the embeddings and None, or with ``--decoder bias`` :func:`gaescale.models.with_bias` and its signs."""
+        from .models import bias_metric, with_bias
+        z = torch.from_numpy(np.ascontiguousarray(self.embeddings, dtype=np.float32))
+        if self.node_bias is None:
+            return z, None
+        z = with_bias(z, torch.from_numpy(self.node_bias))
+        return z, bias_metric(z.shape[1])
 
     def _file(self, name: str) -> Path:
         f = self.path / name

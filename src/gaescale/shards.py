@@ -185,7 +185,7 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
         model.train(was)
     everything = np.arange(int(bounds[-1]), dtype=np.int64) if rank == 0 else np.empty(0, np.int64)
     z = ShardedRows(z, bounds, rank)[everything]
-    return z if rank == 0 else None
+    return model.add_bias(z) if rank == 0 else None
 
 
 def _halo(own: Graph, first: int, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -181,34 +181,37 @@ class PairIndex:
             return torch.sparse_csr_tensor(self.indptr, self.cols, values, (self.num_nodes, self.num_nodes),
                                            check_invariants=False)
 
-    def logits(self, z: torch.Tensor) -> torch.Tensor:
-        """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)``; differentiable in ``z``."""
+    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
+        """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)`` (with ``metric: (d,)`` of signs,
+        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``."""
         if z.shape[0] != self.num_nodes:
             raise ValueError(f"z has {z.shape[0]} rows but the pairs index {self.num_nodes} nodes")
-        return _PairDot.apply(z.contiguous(), self.to(z.device))
+        z = z.contiguous()
+        return _PairDot.apply(z if metric is None else z * metric, z, self.to(z.device))
 
 
 class _PairDot(torch.autograd.Function):
+    """``s_k = u[i_k] . v[j_k]``; ``u`` and ``v`` may be one tensor (then autograd adds both gradients)."""
+
     @staticmethod
-    def forward(ctx, z, pidx: PairIndex):
-        ctx.save_for_backward(z)
+    def forward(ctx, u, v, pidx: PairIndex):
+        ctx.save_for_backward(u, v)
         ctx.pidx = pidx
         if pidx.num_pairs == 0:
-            return z.new_zeros(0)
-        pattern = pidx._csr(z.new_ones(pidx.num_pairs))
-        return torch.sparse.sampled_addmm(pattern, z, z.T, beta=0.0).values()
+            return v.new_zeros(0)
+        pattern = pidx._csr(v.new_ones(pidx.num_pairs))
+        return torch.sparse.sampled_addmm(pattern, u, v.T, beta=0.0).values()
 
     @staticmethod
     def backward(ctx, grad_s):
-        (z,) = ctx.saved_tensors
+        u, v = ctx.saved_tensors
         pidx: PairIndex = ctx.pidx
         if pidx.num_pairs == 0:
-            return torch.zeros_like(z), None
+            return torch.zeros_like(u), torch.zeros_like(v), None
         g = grad_s.contiguous()
-        # dL/dz_i += g_k z_j (rows: G z);  dL/dz_j += g_k z_i (columns: G^T z)
-        out = torch.sparse.mm(pidx._csr(g), z)
-        column_term = _columns_scipy if z.device.type == "cpu" else _columns_scatter
-        return out.add_(column_term(pidx, g, z)), None
+        # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
+        column_term = _columns_scipy if v.device.type == "cpu" else _columns_scatter
+        return torch.sparse.mm(pidx._csr(g), v), column_term(pidx, g, u), None
 
 
 def _columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
