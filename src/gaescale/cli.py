@@ -61,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
                                         "on the command line take precedence")
     _add_config_flags(train, {"edges"}, {})
 
+    tune = sub.add_parser("tune", help="search the training options on the validation split (Optuna)", description=(
+        "Train many configurations on one split of EDGES (Optuna's TPE sampler, median pruning on validation AUC) "
+        "and write the best as --out/best.json (for 'gaescale train --config'), with study.db (an interrupted "
+        "search resumes), trials.csv and report.html. Options given here are fixed, not searched; the test split "
+        "is never scored. Searched: encoder, hidden, dim, lr, decoder, loss, self-loops, neg-ratio."))
+    tune.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"])
+    tune.add_argument("--trials", default="20", help="finished trials in all, earlier sessions' included (default: 20)")
+    tune.add_argument("--time-budget", default=None, help="stop starting trials after this many seconds")
+    _add_config_flags(tune, {"edges", "resume", "report", "checkpoint_every", "time_limit"}, {})
+
     demo = sub.add_parser("demo", help="train on the built-in 770,000-node community graph", description=(
         "Generate the deterministic default graph (communities, heavy-tailed degrees, 8 features per node) and "
         "train the user's model on it (GCN 8 -> 16 -> 16 -> 8) end to end."))
@@ -124,6 +134,13 @@ def _int_arg(value: str, name: str, owner: str) -> int:
         raise ParameterError(name, owner, "an int >= 1", value) from None
 
 
+def _float_arg(value: str, name: str, owner: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ParameterError(name, owner, "a number > 0", value) from None
+
+
 def _config(args: argparse.Namespace, defaults: dict) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
@@ -154,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
             if config.edges is None or config.out is None:
                 parser.error("the following arguments are required: " + ("EDGES" if config.edges is None else "--out"))
             train(config, group=group)
+        elif args.command == "tune":
+            from .tune import tune
+            config = _config(args, {})
+            if config.out is None:
+                parser.error("the following arguments are required: --out")
+            names = {f.name for f in dataclasses.fields(TrainConfig)}
+            given = {k for k, v in vars(args).items() if k in names and v is not None}
+            tune(config, trials=_int_arg(args.trials, "trials", "tune"),
+                 time_budget=None if args.time_budget is None else _float_arg(args.time_budget, "time_budget", "tune"),
+                 given=given, log=_log)
         elif args.command == "topk":
             from .predict import topk_links
             topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
@@ -186,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         hint = ""
         if args.command in ("train", "demo") and getattr(args, "checkpoint_every", 1):
             hint = "; run the same command with --resume to continue from the last checkpoint"
+        if args.command == "tune":
+            hint = "; run the same command again to resume the search (OUT/study.db)"
         print(f"gaescale: interrupted{hint}", file=sys.stderr)
         return 130
     finally:

@@ -69,14 +69,18 @@ def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
-          log: Callable[[str], None] | None = None, group=None, **options) -> RunResult | None:
+          log: Callable[[str], None] | None = None, group=None, on_epoch: Callable[[dict], None] | None = None,
+          test: bool = True, **options) -> RunResult | None:
     """Train a GCN graph autoencoder and, with ``config.out``, write its outputs.
 
     ``train(edges="edges.csv", out="run", hidden="16,16", dim=8)`` or ``train(TrainConfig(...))``;
     ``data`` replaces reading ``config.edges`` (an :class:`EdgeList`, e.g. from :func:`community_graph`).
     ``group`` (:func:`gaescale.distributed.from_torchrun`): this process is one rank of a data-parallel
     group (see :mod:`gaescale.distributed`); only rank 0 logs, evaluates and writes, and only rank 0
-    returns a result (the others return None).
+    returns a result (the others return None). ``on_epoch(record)`` is called after every epoch with its loss and,
+    when evaluated, its ``val_auc`` (what ``gaescale tune`` prunes on; it may raise to stop the run).
+    ``test=False``: the test split is held out of training as usual but never scored, nor are the heuristics
+    (``gaescale tune``, which must choose on validation alone).
     """
     if config is None:
         config = TrainConfig(**options)
@@ -180,7 +184,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                                       neg_ratio=config.neg_ratio),
                      checkpointer=checkpointer if main else None, resume=resume, strategy=strategy,
                      time_limit=config.time_limit, embed=embed if main or shards is not None else None,
-                     embed_collective=shards is not None, precision=config.precision, group=group)
+                     embed_collective=shards is not None, precision=config.precision, group=group,
+                     on_epoch=on_epoch)
         train_peak = peak_rss_bytes() if phase_measured else None
         t = time.perf_counter()
         if shards is not None:  # every rank embeds its nodes with rank 0's (best) weights
@@ -199,7 +204,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if block:
         log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time"
             f"{', each of the processes its own' if shards is not None else ''} [{embed_seconds:.1f}s]")
-    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log, metric=model.metric(z))
+    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log, metric=model.metric(z), test=test)
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, embed_seconds=embed_seconds,
                    total_seconds=time.perf_counter() - t_start,
@@ -265,13 +270,13 @@ def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
 
 
 def _heldout_metrics(z: torch.Tensor, split, train_graph: Graph | None, has_val: bool, seed: int,
-                     log, *, metric: torch.Tensor | None = None) -> dict[str, Any]:
+                     log, *, metric: torch.Tensor | None = None, test: bool = True) -> dict[str, Any]:
     """Validation and test scores of ``z: (N, d)`` on ``split`` (:func:`gaescale.heldout.test_metrics`), and
     the link heuristics on the same test pairs with ``beats_baselines``; None where a split part is empty."""
     metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
     if has_val:
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, metric=metric)
-    if split.test_pos.shape[1]:
+    if test and split.test_pos.shape[1]:
         metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, metric=metric))
         metrics["baselines"] = _baselines(train_graph, split, log, seed)
         lost = not_beaten(metrics)
