@@ -10,7 +10,9 @@ that run's own test split next to Adamic-Adar, common neighbours and degree prod
 computes on the same test pairs and training graph (``metrics.json``'s ``baselines``). The table gives
 means and standard deviations over the seeds; ``val AUC`` is what a default may be chosen on, never
 ``test``. ``MRR`` is the filtered MRR of up to 1,000 test edges ranked against every node (known edges
-removed). ``--jsonl FILE`` appends one line per run.
+removed). ``--jsonl FILE`` appends one line per run. ``--pyg`` adds PyTorch Geometric's GAE recipe on each seed's
+same split (:mod:`pyg_recipe`; run with ``.venv-bench/bin/python`` after ``bash bench/setup_env.sh``), scored
+next to the same heuristics.
 
 Graphs: ``cora``, ``facebook`` (musae-facebook), ``enron`` (email-Enron) from ``--data`` (../shared/data),
 and generated ones (networkx, fixed seeds): ``hk-5k``, ``hk-50k`` (Holme-Kim clustered power-law graphs),
@@ -78,6 +80,17 @@ def run(data, options: dict, seed: int) -> dict:
                 **{f"{k}_{s}": b[k].get(s) for k in b for s in ("auc", "ap", "filtered_mrr")})
 
 
+def run_pyg(data, seed: int) -> dict:
+    """PyG's recipe on the split ``gaescale.train`` makes for ``seed``, with the heuristics on its test pairs."""
+    from gaescale.heldout import baseline_metrics
+    from pyg_recipe import pyg_recipe
+
+    split = gaescale.split_edges(gaescale.Graph.from_edge_index(data.edge_index, data.num_nodes), seed=seed)
+    r = pyg_recipe(data, split, seed)
+    b = baseline_metrics(split.train_graph(), split, seed=seed)
+    return dict(seed=seed, mrr=None, **r, **{f"{k}_{s}": b[k].get(s) for k in b for s in ("auc", "ap", "filtered_mrr")})
+
+
 def _ms(rows: list[dict], key: str) -> str:
     vals = [100 * r[key] for r in rows if r.get(key) is not None]
     if not vals:
@@ -92,6 +105,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--configs", nargs="+", default=["{}"])
     ap.add_argument("--jsonl", type=Path)
+    ap.add_argument("--pyg", action="store_true", help="add PyG's GAE recipe (needs .venv-bench)")
     args = ap.parse_args()
     head = ("| graph | config | val AUC | test AUC | test AP | MRR | Adamic-Adar AUC / AP / MRR | CN AUC | DP AUC "
             "| beats all | epochs (best) | seconds |")
@@ -99,14 +113,17 @@ def main() -> None:
     print("|" + "---|" * (head.count("|") - 1))
     for name in args.graphs.split(","):
         data = load(name, args.data)
-        for spec in args.configs:
-            rows = [run(data, json.loads(spec), seed) for seed in range(args.seeds)]
+        for spec in args.configs + (["pyg"] if args.pyg else []):
+            if spec == "pyg":
+                rows = [run_pyg(data, seed) for seed in range(args.seeds)]
+            else:
+                rows = [run(data, json.loads(spec), seed) for seed in range(args.seeds)]
             if args.jsonl:
                 with args.jsonl.open("a") as fh:
                     fh.writelines(json.dumps(dict(graph=name, config=spec, **r)) + "\n" for r in rows)
             wins = sum(all(r["test_auc"] > r[f"{k}_auc"] and r["test_ap"] > r[f"{k}_ap"]
                            for k in ("adamic_adar", "common_neighbours", "degree_product")) for r in rows)
-            print(f"| {name} | `{spec}` | {_ms(rows, 'val_auc')} | {_ms(rows, 'test_auc')} | {_ms(rows, 'test_ap')} "
+            print(f"| {name} | {'PyG GAE recipe' if spec == 'pyg' else f'`{spec}`'} | {_ms(rows, 'val_auc')} | {_ms(rows, 'test_auc')} | {_ms(rows, 'test_ap')} "
                   f"| {_ms(rows, 'mrr')} | {_ms(rows, 'adamic_adar_auc')} / {_ms(rows, 'adamic_adar_ap')} "
                   f"/ {_ms(rows, 'adamic_adar_filtered_mrr')} "
                   f"| {_ms(rows, 'common_neighbours_auc')} | {_ms(rows, 'degree_product_auc')} | {wins}/{len(rows)} "

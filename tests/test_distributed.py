@@ -356,6 +356,7 @@ def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(ed
     with the saved (best) weights."""
     from gaescale.config import TrainConfig
     from gaescale.evaluate import link_scores
+    from gaescale.models import split_bias
     from gaescale.pipeline import build_model
     from gaescale.prepare import open_prepared, prepare
     from gaescale.split import split_hashed
@@ -371,11 +372,15 @@ def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(ed
     model.load_state_dict(saved["state_dict"])
     p = open_prepared(tmp_path / "g")
     z = model.embed(torch.from_numpy(np.array(p.x)), split_hashed(p.graph, 0.1, 0.1, seed=0).train_graph())
-    np.testing.assert_allclose(np.load(tmp_path / "two" / "embeddings.npy"), z.numpy(), rtol=1e-4, atol=1e-5)
+    zs, bias = split_bias(z)  # the default decoder: the embeddings and a bias per node, written apart
+    np.testing.assert_allclose(np.load(tmp_path / "two" / "embeddings.npy"), zs.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "two" / "node_bias.npy"), bias.numpy(), rtol=1e-4, atol=1e-5)
     held = np.load(tmp_path / "two" / "heldout.npz")
     best = metrics["history"][metrics["best_epoch"] - 1]
-    assert best["val_auc"] == pytest.approx(link_scores(z, held["val_pos"], held["val_neg"])[0], abs=1e-6)
-    assert metrics["test_auc"] == pytest.approx(link_scores(z, held["test_pos"], held["test_neg"])[0], abs=1e-6)
+    m = model.metric(z)
+    assert best["val_auc"] == pytest.approx(link_scores(z, held["val_pos"], held["val_neg"], metric=m)[0], abs=1e-6)
+    assert metrics["test_auc"] == pytest.approx(link_scores(z, held["test_pos"], held["test_neg"], metric=m)[0],
+                                                abs=1e-6)
 
 
 def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_where_it_stopped(edges, tmp_path):

@@ -84,6 +84,9 @@ def test_degree_bucket_auc_matches_an_independent_computation(run_dir, report):
     pairs = np.concatenate([pos, neg], axis=1)
     y = np.r_[np.ones(pos.shape[1]), np.zeros(neg.shape[1])]
     scores = np.einsum("ij,ij->i", z[pairs[0]], z[pairs[1]])
+    if (run_dir / "node_bias.npy").is_file():  # the default decoder: z_u . z_v + b_u + b_v
+        bias = np.load(run_dir / "node_bias.npy").astype(np.float64)
+        scores += bias[pairs[0]] + bias[pairs[1]]
     low = np.minimum(degree[pairs[0]], degree[pairs[1]])
     bucket = np.where(low == 0, 0, np.floor(np.log2(np.maximum(low, 1))).astype(int) + 1)
     assert sum(b["pairs"] for b in rep["degree_buckets"]) == pairs.shape[1]
