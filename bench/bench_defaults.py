@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--graphs", default=",".join(ALL))
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--configs", nargs="+", default=["{}"])
+    ap.add_argument("--configs", nargs="*", default=["{}"])
     ap.add_argument("--jsonl", type=Path)
     ap.add_argument("--pyg", action="store_true", help="add PyG's GAE recipe (needs .venv-bench)")
     args = ap.parse_args()

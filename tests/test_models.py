@@ -8,7 +8,8 @@ import torch
 from gaescale.encoders import GCN
 from gaescale.graph import Graph
 from gaescale.losses import KINDS, reconstruction_loss
-from gaescale.models import GAE, VGAE, bias_metric, decode, split_bias, with_bias
+from gaescale.errors import ParameterError
+from gaescale.models import GAE, VGAE, HadamardMLP, bias_metric, decode, split_bias, with_bias
 from gaescale.sparse import PairIndex
 
 from conftest import dense_adjacency, random_edges
@@ -117,3 +118,48 @@ def test_vgae_evaluation_output_is_the_mean_with_its_bias():
 def test_bad_node_bias_has_a_named_message(bad):
     with pytest.raises(ValueError, match="The 'node_bias' parameter of GAE must be"):
         GAE(GCN(None, [4], num_nodes=N), node_bias=bad)
+
+
+def test_hadamard_decoder_loss_value_and_gradient_match_dense_reference(graph):
+    """The sampled loss through the MLP decoder equals the dense formula with the MLP's N x N logits, its dense
+    term replaced by the estimate from the very pairs drawn; gradcheck in float64 for z and the MLP's weights."""
+    ei, a = graph
+    torch.manual_seed(0)
+    mlp = HadamardMLP(D, 5).double()
+    z, _ = _zb(2)
+    m = 300
+
+    def ours(z):
+        return reconstruction_loss(z, ei, N, kind="bce", dense="sampled", num_samples=m, decoder=mlp,
+                                   generator=torch.Generator().manual_seed(6))
+
+    s = mlp(z[:, None, :].expand(N, N, D), z[None, :, :].expand(N, N, D))  # dense-ok: a 50-node reference
+    loss = KINDS["bce"]
+    pairs = PairIndex.uniform(N, m, torch.Generator().manual_seed(6)).pairs()
+    p = float(N) ** 2
+    ref = dense_reference(z, a, "bce", "balanced", s=s) - loss.l0(s).sum() / p + loss.l0(s[pairs[0], pairs[1]]).sum() / m
+    got = ours(z)
+    assert torch.allclose(got, ref, rtol=1e-10)
+    params = (z, *mlp.parameters())
+    for g_got, g_ref in zip(torch.autograd.grad(got, params), torch.autograd.grad(ref, params)):
+        assert torch.allclose(g_got, g_ref, rtol=1e-8, atol=1e-12)
+    assert torch.autograd.gradcheck(ours, (z,))
+    with pytest.raises(ParameterError, match="'sampled' with a pair decoder"):
+        reconstruction_loss(z, ei, N, dense="exact", decoder=mlp)
+
+
+def test_hadamard_filtered_ranking_matches_brute_force():
+    from conftest import brute_force_ranks
+    from gaescale.evaluate import filtered_ranking
+    torch.manual_seed(1)
+    n = 60
+    mlp = HadamardMLP(4, 8)
+    z = torch.randn(n, 4)
+    edges = random_edges(n, 140, seed=4)
+    train, held = Graph.from_edge_index(edges[:, :110], n), edges[:, 110:]
+    got = filtered_ranking(z, held, [train, held], block=7, batch=6, ks=(1, 10), decoder=mlp)
+    with torch.no_grad():
+        s = mlp(z[:, None, :].expand(n, n, 4), z[None].expand(n, n, 4)).double().numpy()  # dense-ok: 60 nodes
+    ranks = brute_force_ranks(s, held, dense_adjacency(edges, n).numpy())
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))

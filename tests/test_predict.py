@@ -124,3 +124,27 @@ def test_run_ids_are_integers_only_when_written_canonically(tmp_path):
     (tmp_path / "nodes.tsv").write_text("10\n007\n3\n")  # '007' must keep its zeros
     run = Run.open(tmp_path)
     assert run.node_ids.tolist() == ["10", "007", "3"] and run.rows(["007"], "x").tolist() == [1]
+
+
+def test_hadamard_run_scores_pairs_with_its_mlp_and_topk_refuses(tmp_path):
+    from gaescale.models import HadamardMLP
+    from gaescale.rundir import Run
+    rng = np.random.default_rng(5)
+    e = {tuple(sorted(rng.choice(80, 2, replace=False))) for _ in range(300)}
+    p = tmp_path / "edges.csv"
+    p.write_text("".join(f"{a},{b}\n" for a, b in sorted(e)))
+    out = tmp_path / "run"
+    res = gaescale.train(edges=str(p), out=str(out), epochs=3, dim=4, decoder="hadamard", quiet=True, report=True)
+    assert not (out / "node_bias.npy").exists() and res.metrics["test_auc"] is not None
+    mlp = Run.open(out).pair_decoder()
+    assert isinstance(mlp, HadamardMLP)
+    ids = (out / "nodes.tsv").read_text().split()
+    z = torch.from_numpy(np.load(out / "embeddings.npy"))
+    (tmp_path / "pairs.tsv").write_text(f"{ids[2]}\t{ids[5]}\n")
+    t = score_pairs(out, str(tmp_path / "pairs.tsv"))
+    with torch.no_grad():
+        assert t["score"][0] == pytest.approx(float(mlp(z[2:3], z[5:6])), rel=1e-5)
+    with pytest.raises(gaescale.ParameterError, match="'bias' or 'inner'"):
+        topk_links(out, 3)
+    with pytest.raises(gaescale.ParameterError, match="decoder='hadamard'"):
+        gaescale.TrainConfig(decoder="hadamard", dense="exact")

@@ -43,8 +43,9 @@ class TrainConfig:
     variational: bool = _opt(False, "train a VGAE (Gaussian embeddings, KL term) instead of a GAE", "bool",
                              group="model")
     decoder: str = _opt("bias", "decoder: bias (sigmoid(z_i . z_j + b_i + b_j) with a learned bias per node, so that "
-                                "degree need not live in z) or inner (sigmoid(z_i . z_j))", "choice", group="model",
-                        choices=("bias", "inner"))
+                                "degree need not live in z), inner (sigmoid(z_i . z_j)) or hadamard (an MLP of "
+                                "z_i * z_j, 64 hidden units; --dense sampled only; topk cannot rank with it)", "choice",
+                        group="model", choices=("bias", "inner", "hadamard"))
     hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none (default: none "
                                       "for linear, 32 for gcn and sage)", "ints", group="model")
     dim: int | None = _opt(None, "embedding dimension d, the last layer's width (default: 64 for linear, 16 for gcn "
@@ -133,6 +134,9 @@ class TrainConfig:
         for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
             if getattr(self, name) is not None and self.strategy not in (strategy, "auto"):
                 raise ParameterError(name, "train", f"left unset unless strategy is '{strategy}' or 'auto'", getattr(self, name))
+        if self.decoder == "hadamard" and self.dense != "sampled":
+            raise ParameterError("dense", "train", "'sampled' with decoder='hadamard' (an MLP of z_i * z_j has no "
+                                                   "streamed all-pairs form)", self.dense)
         if self.strategy == "neighbor" and self.dense != "sampled":
             raise ParameterError("dense", "train", "'sampled' with strategy='neighbor' (a link mini-batch sees "
                                                    "only its own nodes' embeddings)", self.dense)

@@ -218,13 +218,17 @@ class ShardedFullBatch:
                            int((every[0] == every[1]).sum()))
         z = full_precision(model(x, graph))  # the loss in float32 under mixed precision, as one process's
         with torch.autocast(z.device.type, enabled=False):
-            loss = self._loss(z, generator, loss_kwargs, model.metric(z))
+            loss = self._loss(z, generator, loss_kwargs, model)
         if hasattr(model, "kl"):
             loss = loss + model.kl() / n
         yield loss
 
-    def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict, metric: torch.Tensor | None) -> torch.Tensor:
-        """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)``."""
+    def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict, model) -> torch.Tensor:
+        """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)`` under ``model``'s decoder."""
+        metric = model.metric(z)
+
+        def logits(pidx: PairIndex) -> torch.Tensor:
+            return pidx.logits(z, metric) if model.pair_decoder is None else model.logits(z, pidx.pairs())
         w, r, n = self.group.world_size, self.group.rank, z.shape[0]
         _, mine, count, loops = self._shard
         dense, kind, weighting = loss_kwargs.get("dense", "sampled"), loss_kwargs.get("kind", "bce"), loss_kwargs.get("weighting")
@@ -233,10 +237,10 @@ class ShardedFullBatch:
             m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
             m = -(-m // w) * w
             sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
-            s_neg = PairIndex.from_pairs(sampled, n).logits(z, metric)
+            s_neg = logits(PairIndex.from_pairs(sampled, n))
         else:
             s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
-        loss = minibatch_loss(mine.logits(z, metric), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
+        loss = minibatch_loss(logits(mine), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
                               pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting)
         if dense == "sampled":
             return loss

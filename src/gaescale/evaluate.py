@@ -11,14 +11,17 @@ from .models import decode
 from .predict import _neighbour_pairs
 
 
-def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, metric: torch.Tensor | None = None
-                ) -> np.ndarray:
+def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, metric: torch.Tensor | None = None,
+                decoder=None) -> np.ndarray:
     """Inner products ``z_u . z_v`` (logits) of ``pairs: (2, P)``, as float64 ``(P,)``, in chunks. Every function
-    here takes ``metric: (d,)``, the signs of the logits of a per-node bias decoder (:mod:`gaescale.models`)."""
+    here takes ``metric: (d,)``, the signs of the logits of a per-node bias decoder, or ``decoder(zu, zv) -> s``,
+    a pair decoder such as :class:`gaescale.models.HadamardMLP` (:mod:`gaescale.models`)."""
     out = np.empty(pairs.shape[1], np.float64)
     with torch.no_grad():
         for s in range(0, pairs.shape[1], chunk):
-            out[s:s + chunk] = decode(z, index_on(pairs[:, s:s + chunk], z), metric).double().cpu().numpy()
+            p = index_on(pairs[:, s:s + chunk], z)
+            logits = decode(z, p, metric) if decoder is None else decoder(z[p[0]], z[p[1]])
+            out[s:s + chunk] = logits.double().cpu().numpy()
     return out
 
 
@@ -28,14 +31,15 @@ def queries(z: torch.Tensor, metric: torch.Tensor | None) -> torch.Tensor:
     return z if metric is None else z * metric.to(z.device, z.dtype)
 
 
-def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None
-                ) -> tuple[float, float]:
+def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None,
+                decoder=None) -> tuple[float, float]:
     """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
     # imported here, not at the top: scikit-learn (scipy.stats, pandas) takes ~3 s to import, which every
     # process of every command paid, though only the one that evaluates needs it
     from sklearn.metrics import average_precision_score, roc_auc_score
 
-    s = np.concatenate([pair_scores(z, pos, metric=metric), pair_scores(z, neg, metric=metric)])
+    s = np.concatenate([pair_scores(z, pos, metric=metric, decoder=decoder),
+                        pair_scores(z, neg, metric=metric, decoder=decoder)])
     y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
     return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
 
@@ -52,7 +56,8 @@ def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, ks=(20, 50, 100)) 
 
 
 def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int = 0,
-        chunk: int = 65536, max_positives: int = 100_000, metric: torch.Tensor | None = None) -> dict[str, float]:
+        chunk: int = 65536, max_positives: int = 100_000, metric: torch.Tensor | None = None,
+        decoder=None) -> dict[str, float]:
     """OGB ``ogbl-citation2`` style: each positive ``(u, v)`` of ``pos: (2, P)`` is ranked against
     ``num_negatives`` pairs ``(u, w)`` with ``w`` uniform over all nodes (unfiltered, as in OGB); ties
     count half (OGB's mean of the optimistic and pessimistic rank). Returns the mean reciprocal rank and
@@ -67,10 +72,11 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     with torch.no_grad():
         for s in range(0, pos.shape[1], chunk):
             zu = zq[index_on(pos[0, s:s + chunk], z)]
-            p = (zu * z[index_on(pos[1, s:s + chunk], z)]).sum(1)
+            score = (lambda zv: (zu * zv).sum(1)) if decoder is None else (lambda zv: decoder(zu, zv))  # noqa: E731
+            p = score(z[index_on(pos[1, s:s + chunk], z)])
             above = torch.zeros(zu.shape[0], dtype=torch.float64, device=z.device)
             for _ in range(num_negatives):  # one negative per positive at a time: memory O(chunk * d)
-                q = (zu * z[index_on(rng.integers(0, n, zu.shape[0]), z)]).sum(1)
+                q = score(z[index_on(rng.integers(0, n, zu.shape[0]), z)])
                 above += (q > p).double() + 0.5 * (q == p).double()
             ranks[s:s + chunk] = (1 + above).cpu().numpy()
     res = {"mrr": float(np.mean(1.0 / ranks)), "mrr_positives": int(ranks.size)} if ranks.size else {}
@@ -139,7 +145,7 @@ def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
 
 def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
                      block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
-                     metric: torch.Tensor | None = None) -> dict[str, float]:
+                     metric: torch.Tensor | None = None, decoder=None) -> dict[str, float]:
     """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
 
     Each of at most ``max_positives`` edges ``(u, v)`` (drawn by :func:`sample_positives`) is ranked from ``u``:
@@ -150,10 +156,13 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     and ``filtered_positives``; ``{}`` without positives. Never N x N: memory ``O(N d + batch * block)``
     (2 MiB score tiles by default);
     nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
-    are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed."""
+    are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed. With a pair
+    ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`."""
     pos = sample_positives(np.asarray(pos, np.int64), max_positives, np.random.default_rng(seed))
     if not pos.shape[1]:
         return {}
+    if decoder is not None:
+        return decoder_ranking(decoder, z, pos, known, block=block, ks=ks, batch=batch)
     lookup = known_lookup(known, z.shape[0])
     ranks = np.empty(pos.shape[1], np.float64)
     with torch.no_grad():
@@ -202,3 +211,34 @@ def _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats=None) -> tuple[np
         above[active] += gt
         tied[active] += (sc >= lo[active, None]).sum(1) - gt
     return above.cpu().numpy(), tied.cpu().numpy()
+
+
+def decoder_ranking(decoder, z: torch.Tensor, pos: np.ndarray, known, *, block: int = 1024, ks=(1, 10, 100),
+                    batch: int = 256) -> dict[str, float]:
+    """:func:`filtered_ranking` of the (already drawn) ``pos: (2, P)`` under a pair ``decoder(zu, zv) -> s``: every
+    query scores all N candidates, ``batch x block`` pairs at a time (memory ``batch * block`` times the decoder's
+    width). Scores within ``1e-5 (1 + |s_uv|)`` of the target's count as tied (float32 rounding of the MLP)."""
+    lookup = known_lookup(known, z.shape[0])
+    ranks = np.empty(pos.shape[1], np.float64)
+    with torch.no_grad():
+        z = z.detach().float()
+        n = z.shape[0]
+        for s in range(0, pos.shape[1], batch):
+            u, v = pos[0, s:s + batch], pos[1, s:s + batch]
+            zu = z[index_on(u, z)]
+            thr = decoder(zu, z[index_on(v, z)]).double()
+            tol = 1e-5 * (1 + thr.abs())
+            hi, lo = thr + tol, thr - tol
+            above = torch.zeros(u.size, dtype=torch.int64)
+            tied = torch.zeros(u.size, dtype=torch.int64)
+            for start in range(0, n, block):
+                zc = z[start:start + block]
+                sc = decoder(zu[:, None, :].expand(-1, zc.shape[0], -1), zc[None].expand(u.size, -1, -1)).double()
+                gt = (sc > hi[:, None]).sum(1)
+                above += gt.cpu()
+                tied += ((sc >= lo[:, None]).sum(1) - gt).cpu()
+            rows, nodes = filtered_pairs(lookup, u, v, n)
+            fs = decoder(zu[index_on(rows, z)], z[index_on(nodes, z)]).double()
+            ranks[s:s + u.size] = filtered_ranks(above.numpy(), tied.numpy(), rows, fs.cpu().numpy(),
+                                                 hi.cpu().numpy(), lo.cpu().numpy())
+    return ranking_summary(ranks, ks)

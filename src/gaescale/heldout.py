@@ -21,16 +21,17 @@ def known_edges(train_graph: Graph, split) -> list:
 
 
 def test_metrics(z: torch.Tensor, split, *, seed: int = 0, train_graph: Graph | None = None,
-                 metric: torch.Tensor | None = None) -> dict[str, Any]:
+                 metric: torch.Tensor | None = None, decoder=None) -> dict[str, Any]:
     """``test_auc``, ``test_ap``, ``hits@K`` and ``mrr*`` of ``z: (N, d)`` on ``split``'s test pairs and, given
     the ``train_graph``, ``filtered_mrr`` / ``filtered_hits@K``: at most 1,000 test edges ranked against every
     node, known edges removed (:func:`gaescale.evaluate.filtered_ranking`)."""
     out: dict[str, Any] = {}
-    out["test_auc"], out["test_ap"] = link_scores(z, split.test_pos, split.test_neg, metric=metric)
-    out.update(hits_at_k(pair_scores(z, split.test_pos, metric=metric), pair_scores(z, split.test_neg, metric=metric)))
-    out.update(mrr(z, split.test_pos, seed=seed, metric=metric))
+    how = dict(metric=metric, decoder=decoder)
+    out["test_auc"], out["test_ap"] = link_scores(z, split.test_pos, split.test_neg, **how)
+    out.update(hits_at_k(pair_scores(z, split.test_pos, **how), pair_scores(z, split.test_neg, **how)))
+    out.update(mrr(z, split.test_pos, seed=seed, **how))
     if train_graph is not None:
-        out.update(filtered_ranking(z, split.test_pos, known_edges(train_graph, split), seed=seed, metric=metric))
+        out.update(filtered_ranking(z, split.test_pos, known_edges(train_graph, split), seed=seed, **how))
     return out
 
 

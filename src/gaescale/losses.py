@@ -184,7 +184,7 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
                         dense: str = "sampled", weighting: str | None = None, num_samples: int | None = None,
                         neg_ratio: float = 1.0, edges: str = "undirected", block_size: int | None = None,
                         memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None,
-                        metric: Tensor | None = None) -> Tensor:
+                        metric: Tensor | None = None, decoder: Callable | None = None) -> Tensor:
     """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
 
     ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
@@ -195,19 +195,24 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     ``neg_ratio`` times the number of undirected edges. ``edge_index`` may also be a prebuilt
     :class:`gaescale.sparse.PairIndex` (what a training loop should pass: it is built once).
     ``metric: (d,)`` of signs: the logits are ``s_ij = z_i^T diag(metric) z_j`` (the per-node bias decoder,
-    :func:`gaescale.models.with_bias`); every dense strategy supports it. Returns a scalar tensor.
+    :func:`gaescale.models.with_bias`); every dense strategy supports it. ``decoder(zu, zv) -> s`` (e.g.
+    :class:`gaescale.models.HadamardMLP`) replaces the inner product; it needs ``dense='sampled'``. Returns a scalar
+    tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
         raise ParameterError("z", "reconstruction_loss", f"a 2-D tensor with num_nodes={n} rows", tuple(z.shape))
     if edges not in ("undirected", "ordered"):
         raise ParameterError("edges", "reconstruction_loss", "'undirected' or 'ordered'", edges)
+    if decoder is not None and dense != "sampled":
+        raise ParameterError("dense", "reconstruction_loss", "'sampled' with a pair decoder (an MLP of z_i * z_j has "
+                             "no streamed or closed all-pairs form)", dense)
     if metric is not None and tuple(metric.shape) != (z.shape[1],):
         raise ParameterError("metric", "reconstruction_loss", f"None or a ({z.shape[1]},) tensor of signs",
                              tuple(metric.shape))
     with torch.autocast(z.device.type, enabled=False):  # losses run in float32 under mixed precision
         return _reconstruction_loss(full_precision(z), edge_index, n, kind, dense, weighting, num_samples, neg_ratio,
-                                    edges, block_size, memory_budget, generator, metric)
+                                    edges, block_size, memory_budget, generator, metric, decoder)
 
 
 def default_num_samples(num_edge_pairs: int, neg_ratio: float) -> int:
@@ -222,7 +227,7 @@ def full_precision(t: Tensor) -> Tensor:
 
 
 def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,
-                         memory_budget, generator, metric=None) -> Tensor:
+                         memory_budget, generator, metric=None, decoder=None) -> Tensor:
     loss, weighting = resolve_kind(kind, weighting)
     pairs = as_pair_index(edge_index, n).to(z.device)
     # An undirected edge stands for two ordered pairs, a self loop for one.
@@ -237,14 +242,22 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         num_samples = default_num_samples(num_pairs, neg_ratio)
     if metric is not None:
         metric = metric.to(z.device, z.dtype)
-    s = pairs.logits(z, metric)
+    s = pairs.logits(z, metric) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
     per_pair = w1 * loss.l1(s) - w0 * loss.l0(s)
     edge = per_pair.sum() * (2 if edges == "undirected" else 1)
     if loops:
         edge = edge - per_pair[pairs.self_pair_mask()].sum()
-    d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
-                   block_size=block_size, memory_budget=memory_budget, metric=metric)
+    if decoder is None:
+        d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
+                       block_size=block_size, memory_budget=memory_budget, metric=metric)
+    else:  # the sampled estimate of the dense term, through the decoder
+        drawn = PairIndex.uniform(n, num_samples, generator).to(z.device).pairs()
+        d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
     return w0 * d + edge
+
+
+def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
+    return decoder(z[pairs[0]], z[pairs[1]]).to(z.dtype)
 
 
 def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,

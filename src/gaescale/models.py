@@ -39,6 +39,21 @@ def split_bias(zb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return zb[:, :-2], (zb[:, -2] + zb[:, -1]) * _ROOT_HALF
 
 
+class HadamardMLP(nn.Module):
+    """The Hadamard-product MLP decoder ``s_uv = w_2 . relu(W_1 (z_u * z_v) + c_1) + c_2`` (symmetric in u, v), as in
+    the tuned graph-autoencoder results at the top of OGB's link tables. Not a bilinear form: the losses support it
+    with ``dense='sampled'`` only, and rankings score every candidate (no length bound prunes them)."""
+
+    def __init__(self, dim: int, hidden: int = 64):
+        super().__init__()
+        self.hidden = nn.Linear(dim, hidden)
+        self.out = nn.Linear(hidden, 1)
+
+    def forward(self, zu: torch.Tensor, zv: torch.Tensor) -> torch.Tensor:
+        """``zu, zv: (B, d)`` -> logits ``(B,)``."""
+        return self.out(torch.relu(self.hidden(zu * zv))).squeeze(-1)
+
+
 def bias_metric(width: int, device=None, dtype=torch.float32) -> torch.Tensor:
     """The signs ``(width,)`` of a :func:`with_bias` embedding: +1, and -1 on the last column."""
     m = torch.ones(width, device=device, dtype=dtype)
@@ -56,9 +71,13 @@ class GAE(nn.Module):
     :meth:`metric` its signs, which every logit of ``z'`` is computed with.
     """
 
-    def __init__(self, encoder: nn.Module, *, node_bias: int | None = None):
+    def __init__(self, encoder: nn.Module, *, node_bias: int | None = None, pair_decoder: nn.Module | None = None):
         super().__init__()
         self.encoder = encoder
+        if node_bias is not None and pair_decoder is not None:
+            raise ValueError("The 'pair_decoder' parameter of GAE must be None with node_bias (one decoder). "
+                             f"Got {type(pair_decoder).__name__} instead.")
+        self.pair_decoder = pair_decoder  # (zu, zv) -> logits, e.g. HadamardMLP; None: the inner product
         if node_bias is not None and (not isinstance(node_bias, int) or isinstance(node_bias, bool) or node_bias < 1):
             raise ValueError(f"The 'node_bias' parameter of GAE must be None or an int >= 1 (the number of nodes). "
                              f"Got {node_bias!r} instead.")
@@ -100,13 +119,20 @@ class GAE(nn.Module):
     def _eval_output(out: torch.Tensor) -> torch.Tensor:
         return out
 
+    def logits(self, z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B,)`` of ``pairs: (2, B)`` (indices into ``z``'s rows) under this model's decoder."""
+        if self.pair_decoder is not None:
+            return self.pair_decoder(z[pairs[0]], z[pairs[1]])
+        return decode(z, pairs, self.metric(z))
+
     def decode(self, z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """Edge probabilities ``(B,)`` for ``pairs: (2, B)``."""
-        return torch.sigmoid(decode(z, pairs, self.metric(z)))
+        return torch.sigmoid(self.logits(z, pairs))
 
     def loss(self, z: torch.Tensor, edge_index: torch.Tensor, **kwargs) -> torch.Tensor:
         """The reconstruction loss (:func:`gaescale.losses.reconstruction_loss`) of ``z`` on ``edge_index: (2, E)``."""
-        return reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), **kwargs)
+        return reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), decoder=self.pair_decoder,
+                                   **kwargs)
 
 
 class VGAE(GAE):

@@ -3,6 +3,7 @@ read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import shutil
 import sys
@@ -26,7 +27,7 @@ from .errors import DistributedError, ParameterError
 from .graph import Graph
 from .inputs import as_array, as_tensor, read_inputs
 from .io import EdgeList
-from .models import GAE, VGAE, split_bias
+from .models import GAE, VGAE, HadamardMLP, split_bias
 from .evaluate import link_scores
 from .heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
 from .outputs import atomic_write, check_out_dir, peak_rss_bytes, reset_peak_rss, rss_bytes, write_ids, write_json, write_npy, write_npz, write_torch
@@ -64,8 +65,10 @@ def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
     if config.variational:
         dims = dims[:-1] + [2 * dims[-1]]
     encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
+    pair_decoder = HadamardMLP(config.dim) if config.decoder == "hadamard" else None
     return (VGAE if config.variational else GAE)(encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout),
-                                                  node_bias=num_nodes if config.decoder == "bias" else None)
+                                                  node_bias=num_nodes if config.decoder == "bias" else None,
+                                                  pair_decoder=pair_decoder)
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
@@ -204,7 +207,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if block:
         log(f"embedded {num_nodes:,} nodes layer by layer, {block:,} rows at a time"
             f"{', each of the processes its own' if shards is not None else ''} [{embed_seconds:.1f}s]")
-    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log, metric=model.metric(z), test=test)
+    metrics = _heldout_metrics(z, split, train_graph, has_val, config.seed, log, test=test,
+                               how=dict(metric=model.metric(z), decoder=_on_cpu(model.pair_decoder)))
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, embed_seconds=embed_seconds,
                    total_seconds=time.perf_counter() - t_start,
@@ -269,15 +273,21 @@ def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
     return config
 
 
+def _on_cpu(module: torch.nn.Module | None) -> torch.nn.Module | None:
+    """A CPU copy of ``module`` (the pair decoder scores the CPU embeddings; the model stays where it is)."""
+    return None if module is None else copy.deepcopy(module).cpu()
+
+
 def _heldout_metrics(z: torch.Tensor, split, train_graph: Graph | None, has_val: bool, seed: int,
-                     log, *, metric: torch.Tensor | None = None, test: bool = True) -> dict[str, Any]:
+                     log, *, how: dict | None = None, test: bool = True) -> dict[str, Any]:
     """Validation and test scores of ``z: (N, d)`` on ``split`` (:func:`gaescale.heldout.test_metrics`), and
-    the link heuristics on the same test pairs with ``beats_baselines``; None where a split part is empty."""
+    the link heuristics on the same test pairs with ``beats_baselines``; None where a split part is empty.
+    ``how``: the decoder's ``metric`` and ``decoder`` (:mod:`gaescale.evaluate`)."""
     metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
     if has_val:
-        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, metric=metric)
+        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, **(how or {}))
     if test and split.test_pos.shape[1]:
-        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, metric=metric))
+        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, **(how or {})))
         metrics["baselines"] = _baselines(train_graph, split, log, seed)
         lost = not_beaten(metrics)
         metrics["beats_baselines"] = None if lost is None else not lost

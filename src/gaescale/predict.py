@@ -178,6 +178,10 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
         out = check_table_path(out, "topk")
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "topk", "an int >= 1", k)
+    if run.decoder == "hadamard":
+        raise ParameterError("decoder", "topk", "'bias' or 'inner' (a bilinear decoder, whose exact top-k scan prunes "
+                                               "by length); score candidate pairs of this hadamard run with "
+                                               "'gaescale score'", "hadamard")
     queries = None if nodes is None else run.rows(list(nodes), "--nodes")
     graph = run.graph() if exclude_existing else None
     z, metric = run.logits_form()
@@ -207,7 +211,7 @@ def score_pairs(run, pairs: str, *, out=None) -> dict:
     rows = np.stack([run.rows(src, name, line_of=line_of, field="source"),
                      run.rows(dst, name, line_of=line_of, field="target")])
     z, metric = run.logits_form()
-    s = pair_scores(z, rows, metric=metric)
+    s = pair_scores(z, rows, metric=metric, decoder=run.pair_decoder())
     table = {"source": np.array(src, dtype=object), "target": np.array(dst, dtype=object), "score": s,
              "probability": 1.0 / (1.0 + np.exp(-s))}
     if out is not None:

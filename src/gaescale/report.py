@@ -280,7 +280,8 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
                                             "Validation AUC and AP", "score")
     if pos.shape[1] and neg.shape[1]:
         zl, metric = run.logits_form()
-        s_pos, s_neg = pair_scores(zl, pos, metric=metric), pair_scores(zl, neg, metric=metric)
+        how = dict(metric=metric, decoder=run.pair_decoder())
+        s_pos, s_neg = pair_scores(zl, pos, **how), pair_scores(zl, neg, **how)
         figures["scores"] = _scores_plot(expit(s_pos), expit(s_neg))
         buckets = degree_bucket_auc(degree, pos, neg, s_pos, s_neg)
         figures["degree_auc"] = _degree_plot(buckets, metrics.get("test_auc"))

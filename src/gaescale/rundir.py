@@ -70,6 +70,26 @@ class Run:
         z = with_bias(z, torch.from_numpy(self.node_bias))
         return z, bias_metric(z.shape[1])
 
+    @property
+    def decoder(self) -> str | None:
+        """The run's ``--decoder`` (None for a directory without config.json)."""
+        return self.config().get("decoder") if (self.path / "config.json").is_file() else None
+
+    def pair_decoder(self):
+        """The trained pair decoder of a ``--decoder hadamard`` run (:class:`gaescale.models.HadamardMLP`, from
+        model.pt), else None."""
+        if self.decoder != "hadamard":
+            return None
+        from .models import HadamardMLP
+        state = torch.load(self._file("model.pt"), weights_only=True)["state_dict"]
+        own = {k[len("pair_decoder."):]: v for k, v in state.items() if k.startswith("pair_decoder.")}
+        if "hidden.weight" not in own:
+            raise RunDirError(f"{self.path / 'model.pt'}: holds no pair decoder, but config.json says "
+                              "decoder='hadamard'; the run directory is inconsistent.")
+        decoder = HadamardMLP(own["hidden.weight"].shape[1], own["hidden.weight"].shape[0])
+        decoder.load_state_dict(own)
+        return decoder.eval()
+
     def _file(self, name: str) -> Path:
         f = self.path / name
         if not f.is_file():

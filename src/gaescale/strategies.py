@@ -25,7 +25,6 @@ from .devices import index_on
 from .errors import GraphError, ParameterError
 from .graph import Graph
 from .losses import full_precision, minibatch_loss
-from .models import decode
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 from .sparse import PairIndex
 
@@ -161,7 +160,7 @@ class NeighborLinks:
             sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
             z = full_precision(model(None if x is None else x[index_on(sub.node_ids, x)], sub))
             where = where.to(z.device)
-            s = decode(z, where, model.metric(z))
+            s = model.logits(z, where)
             loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
                                   **weights)
             if hasattr(model, "kl"):

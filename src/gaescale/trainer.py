@@ -134,7 +134,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             with torch.no_grad():
                 z = embed() if embed else model(x, graph)
             if val is not None:
-                rec["val_auc"], rec["val_ap"] = link_scores(z, *val, metric=model.metric(z))
+                rec["val_auc"], rec["val_ap"] = link_scores(z, *val, metric=model.metric(z), decoder=model.pair_decoder)
         if "val_auc" in rec:
             stopper.update(epoch, rec["val_auc"], model)
         s["history"].append(rec)
