@@ -43,6 +43,18 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults:
             g.add_argument(_flag(f.name), **kw)
 
 
+def _add_tune(sub) -> None:
+    tune = sub.add_parser("tune", help="search the training options on the validation split (Optuna)", description=(
+        "Train many configurations on one split of EDGES (Optuna's TPE sampler, median pruning on validation AUC) "
+        "and write the best as --out/best.json (for 'gaescale train --config'), with study.db (an interrupted "
+        "search resumes), trials.csv and report.html. Options given here are fixed, not searched; the test split "
+        "is never scored. Searched: encoder, hidden, dim, lr, decoder, loss, self-loops, neg-ratio."))
+    tune.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"])
+    tune.add_argument("--trials", default="20", help="finished trials in all, earlier sessions' included (default: 20)")
+    tune.add_argument("--time-budget", default=None, help="stop starting trials after this many seconds")
+    _add_config_flags(tune, {"edges", "resume", "report", "checkpoint_every", "time_limit"}, {})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gaescale",
@@ -61,15 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "on the command line take precedence")
     _add_config_flags(train, {"edges"}, {})
 
-    tune = sub.add_parser("tune", help="search the training options on the validation split (Optuna)", description=(
-        "Train many configurations on one split of EDGES (Optuna's TPE sampler, median pruning on validation AUC) "
-        "and write the best as --out/best.json (for 'gaescale train --config'), with study.db (an interrupted "
-        "search resumes), trials.csv and report.html. Options given here are fixed, not searched; the test split "
-        "is never scored. Searched: encoder, hidden, dim, lr, decoder, loss, self-loops, neg-ratio."))
-    tune.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"])
-    tune.add_argument("--trials", default="20", help="finished trials in all, earlier sessions' included (default: 20)")
-    tune.add_argument("--time-budget", default=None, help="stop starting trials after this many seconds")
-    _add_config_flags(tune, {"edges", "resume", "report", "checkpoint_every", "time_limit"}, {})
+    _add_tune(sub)
 
     demo = sub.add_parser("demo", help="train on the built-in 770,000-node community graph", description=(
         "Generate the deterministic default graph (communities, heavy-tailed degrees, 8 features per node) and "

@@ -218,36 +218,10 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                    num_nodes=num_nodes, num_edges=num_edges, train_edges=split.num_train,
                    prepared=None if prepared is None else str(prepared), torch_threads=torch.get_num_threads(),
                    history=result.history)
-    embeddings, bias = z, None
-    if model.node_bias is not None:
-        embeddings, bias = (t.numpy().astype(np.float32) for t in split_bias(z))
-    embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+    embeddings, bias = _embeddings_and_bias(model, z)
     node_ids = inputs.node_ids
     if out is not None:
-        write_npy(out / "embeddings.npy", embeddings)
-        if bias is not None:
-            write_npy(out / "node_bias.npy", bias)
-        else:
-            (out / "node_bias.npy").unlink(missing_ok=True)  # an earlier run's, into the same OUT
-        if inputs.prepared is not None:
-            with open(inputs.prepared / "nodes.tsv", "rb") as ids:
-                atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
-        else:
-            write_ids(out / "nodes.tsv", node_ids)
-        write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
-                                       "config": config.to_dict(), "in_dim": num_features,
-                                       "num_nodes": int(num_nodes), "gaescale_version": __version__})
-        write_json(out / "config.json", config.to_dict())
-        if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
-            own = inputs.prepared.resolve().parent == out.resolve()
-            write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
-            (out / "graph.npz").unlink(missing_ok=True)  # an earlier run's, into the same OUT
-        else:
-            write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
-            (out / "graph.json").unlink(missing_ok=True)
-            shutil.rmtree(out / "split", ignore_errors=True)  # a prepared graph's split, of an earlier run
-        write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
-                  test_neg=split.test_neg)
+        _write_run(out, config, model, inputs, csr, split, embeddings, bias, num_features, num_nodes)
         metrics["peak_rss_bytes"] = max(setup_peak, peak_rss_bytes())
         write_json(out / "metrics.json", metrics)
         if config.report:
@@ -262,6 +236,45 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         barrier()
     return RunResult(model, embeddings, node_ids, metrics, out, bias)
 
+
+
+def _embeddings_and_bias(model: GAE, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(embeddings: (N, d), node_bias: (N,) or None)`` float32 of the model's output ``z`` (:func:`split_bias`)."""
+    bias = None
+    if model.node_bias is not None:
+        z, bias = split_bias(z)
+        bias = bias.numpy().astype(np.float32)
+    return np.ascontiguousarray(z.numpy(), dtype=np.float32), bias
+
+
+def _write_run(out: Path, config: TrainConfig, model: GAE, inputs, csr, split, embeddings: np.ndarray,
+               bias: np.ndarray | None, num_features: int | None, num_nodes: int) -> None:
+    """The run directory's files but metrics.json and the report (layout: :mod:`gaescale.rundir`), each atomically;
+    an earlier run's files into the same OUT that this run does not write are removed."""
+    write_npy(out / "embeddings.npy", embeddings)
+    if bias is not None:
+        write_npy(out / "node_bias.npy", bias)
+    else:
+        (out / "node_bias.npy").unlink(missing_ok=True)
+    if inputs.prepared is not None:
+        with open(inputs.prepared / "nodes.tsv", "rb") as ids:
+            atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
+    else:
+        write_ids(out / "nodes.tsv", inputs.node_ids)
+    write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
+                                   "config": config.to_dict(), "in_dim": num_features,
+                                   "num_nodes": int(num_nodes), "gaescale_version": __version__})
+    write_json(out / "config.json", config.to_dict())
+    if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
+        own = inputs.prepared.resolve().parent == out.resolve()
+        write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
+        (out / "graph.npz").unlink(missing_ok=True)
+    else:
+        write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
+        (out / "graph.json").unlink(missing_ok=True)
+        shutil.rmtree(out / "split", ignore_errors=True)  # a prepared graph's split, of an earlier run
+    write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
+              test_neg=split.test_neg)
 
 def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
     """``config`` with ``encoder='auto'`` resolved for the graph (:meth:`TrainConfig.for_graph`), logged."""
