@@ -12,7 +12,8 @@ The search space (:data:`SEARCH_SPACE`; an option given on the command line is f
 
 - ``encoder``: linear (one-hop, no hidden layer) or gcn; ``hidden`` (gcn): 32, 64 or 128 (one hidden layer)
 - ``dim``: 32, 64 or 128; ``lr``: log-uniform in [0.002, 0.05]
-- ``decoder``: bias or inner; ``loss``: bce or weighted-bce; ``self_loops``: on or off
+- ``decoder``: bias, inner or hadamard (with ``--dense sampled``, the default); ``loss``: bce or weighted-bce;
+  ``self_loops``: on or off
 - ``neg_ratio``: 1, 2 or 4 sampled pairs per training edge
 
 DIR holds ``study.db`` (SQLite: an interrupted search resumes where it stopped, the trial that was running is
@@ -36,7 +37,7 @@ SEARCH_SPACE: dict[str, tuple] = {
     "hidden": (32, 64, 128),  # gcn only: one hidden layer of this width
     "dim": (32, 64, 128),
     "lr": (0.002, 0.05),  # log-uniform
-    "decoder": ("bias", "inner"),
+    "decoder": ("bias", "inner", "hadamard"),  # hadamard only with the sampled dense term (the default)
     "loss": ("bce", "weighted-bce"),
     "self_loops": (False, True),
     "neg_ratio": (1.0, 2.0, 4.0),
@@ -52,6 +53,8 @@ def suggest(trial, fixed: dict[str, Any]) -> dict[str, Any]:
             continue
         if name == "lr":
             out[name] = trial.suggest_float(name, *choices, log=True)
+        elif name == "decoder" and fixed.get("dense", "sampled") != "sampled":
+            out[name] = trial.suggest_categorical(name, [c for c in choices if c != "hadamard"])
         else:
             out[name] = trial.suggest_categorical(name, list(choices))
     if fixed.get("encoder", out.get("encoder")) == "gcn" and "hidden" not in fixed:
