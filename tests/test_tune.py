@@ -114,3 +114,13 @@ def test_cli_tune_writes_best_json(edges, tmp_path):
     r = subprocess.run([sys.executable, "-m", "gaescale", "tune", str(path), "--out", str(tmp_path / "s"),
                         "--trials", "x"], capture_output=True, text=True)
     assert r.returncode == 2 and "The 'trials' parameter of tune must be" in r.stderr
+
+
+def test_hadamard_is_searched_only_with_the_sampled_dense_term():
+    import optuna
+    from gaescale.tune import suggest
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    exact = {suggest(study.ask(), {"dense": "exact"})["decoder"] for _ in range(40)}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    sampled = {suggest(study.ask(), {})["decoder"] for _ in range(40)}
+    assert exact == {"bias", "inner"} and sampled == {"bias", "inner", "hadamard"}
