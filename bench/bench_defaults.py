@@ -88,7 +88,7 @@ def run_pyg(data, seed: int) -> dict:
     split = gaescale.split_edges(gaescale.Graph.from_edge_index(data.edge_index, data.num_nodes), seed=seed)
     r = pyg_recipe(data, split, seed)
     b = baseline_metrics(split.train_graph(), split, seed=seed)
-    return dict(seed=seed, mrr=None, **r, **{f"{k}_{s}": b[k].get(s) for k in b for s in ("auc", "ap", "filtered_mrr")})
+    return dict(seed=seed, **r, **{f"{k}_{s}": b[k].get(s) for k in b for s in ("auc", "ap", "filtered_mrr")})
 
 
 def _ms(rows: list[dict], key: str) -> str:
