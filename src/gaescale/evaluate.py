@@ -7,7 +7,7 @@ import torch
 
 from .devices import index_on
 from .graph import Graph, sorted_unique
-from .models import decode
+from .models import decode, query_side
 from .predict import _neighbour_pairs
 
 
@@ -23,12 +23,6 @@ def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, met
             logits = decode(z, p, metric) if decoder is None else decoder(z[p[0]], z[p[1]])
             out[s:s + chunk] = logits.double().cpu().numpy()
     return out
-
-
-def queries(z: torch.Tensor, metric: torch.Tensor | None) -> torch.Tensor:
-    """The query side ``z M`` of the logits ``z_u^T M z_v`` (``z`` itself without ``metric``): as long as each
-    row of ``z``, so the length bounds of the ranking scans hold for both decoders."""
-    return z if metric is None else z * metric.to(z.device, z.dtype)
 
 
 def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None,
@@ -68,7 +62,7 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     pos = sample_positives(pos, max_positives, rng)
     n = z.shape[0]
     ranks = np.empty(pos.shape[1], np.float64)
-    zq = queries(z, metric)
+    zq = query_side(z, metric)
     with torch.no_grad():
         for s in range(0, pos.shape[1], chunk):
             zu = zq[index_on(pos[0, s:s + chunk], z)]
@@ -167,7 +161,7 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     ranks = np.empty(pos.shape[1], np.float64)
     with torch.no_grad():
         z = z.detach().double()
-        zq = queries(z, metric)
+        zq = query_side(z, metric)
         n, d = z.shape
         norms = z.norm(dim=1)
         order = torch.argsort(norms, descending=True, stable=True)

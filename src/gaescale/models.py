@@ -20,8 +20,13 @@ from .losses import full_precision, reconstruction_loss
 def decode(z: torch.Tensor, pairs: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
     """Logits ``s_k = z[pairs[0, k]] . z[pairs[1, k]]`` for ``z: (N, d)`` and ``pairs: (2, B)`` (with ``metric: (d,)``
     of signs, ``sum_c metric_c z[u, c] z[v, c]``); returns ``(B,)``."""
-    zu = z[pairs[0]]
-    return ((zu if metric is None else zu * metric) * z[pairs[1]]).sum(-1)
+    return (query_side(z[pairs[0]], metric) * z[pairs[1]]).sum(-1)
+
+
+def query_side(z: torch.Tensor, metric: torch.Tensor | None) -> torch.Tensor:
+    """The query side ``z M`` of the logits ``z_u^T M z_v`` (``z`` itself without ``metric``): as long as each row
+    of ``z``, so the length bounds of the ranking and top-k scans hold for every bilinear decoder."""
+    return z if metric is None else z * metric.to(z.device, z.dtype)
 
 
 _ROOT_HALF = 0.5 ** 0.5

@@ -16,6 +16,7 @@ import torch
 from .errors import InputFileError, OutputError, ParameterError
 from .graph import Graph
 from .io import HEADER_WORDS
+from .models import query_side
 from .outputs import atomic_write
 
 TABLE_SUFFIXES = (".tsv", ".csv", ".parquet")
@@ -44,7 +45,7 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "top_k", "an int >= 1", k)
     z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
-    zq = z if metric is None else z * metric.to(z.dtype)  # as long as z's rows: the length bound holds
+    zq = query_side(z, metric)
     n = z.shape[0]
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
     norms = z.norm(dim=1)

@@ -135,7 +135,7 @@ def tune(config: TrainConfig | None = None, *, data=None, trials: int = 20, time
     return _write_outputs(study, out, fixed, log)
 
 
-def _objective(data, fixed: dict[str, Any], log):
+def _objective(data, fixed: dict[str, Any]):
     import optuna
     from .pipeline import train
 
@@ -173,7 +173,7 @@ def _optimize(study, data, fixed: dict[str, Any], n: int, time_budget, log, show
         (bar.write if show else log)(f"trial {trial.number}: {value}  {json.dumps(trial.params)}")
 
     try:
-        study.optimize(_objective(data, fixed, log), n_trials=n, timeout=time_budget, callbacks=[after],
+        study.optimize(_objective(data, fixed), n_trials=n, timeout=time_budget, callbacks=[after],
                        catch=())
     finally:
         bar.close()
