@@ -164,14 +164,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
                               steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step"))
     batch, fanouts = opts["batch_size"], opts["fanouts"]
-    seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
-    reach, frontier = seeds, seeds
-    sampled_edges = 0.0
-    for k in fanouts:  # each hop: up to k neighbours of every new node, at most the graph
-        sampled_edges += frontier * min(k, 2 * e / n)
-        frontier = min(n - reach, frontier * min(k, 2 * e / n))
-        reach += frontier
-    nc, ec = min(n, reach), min(et, sampled_edges)
+    nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch, fanouts)
     steps = -(-int(et) // batch)
     nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec) + max(_build(nc, ec, sage), _operator(nc, ec, sage)
                + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
@@ -182,6 +175,19 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
                               f"computation graph ~{int(nc):,} nodes"))
     return plans
+
+
+def _neighbour_reach(n: float, e: float, et: float, batch: int, fanouts) -> tuple[float, float, float]:
+    """``(nodes, training edges, sampled edges)`` of one neighbour-sampling step's computation graph: the endpoints
+    of ``batch`` edges and as many sampled pairs, then up to ``k`` neighbours of every new node per hop."""
+    seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
+    reach, frontier = seeds, seeds
+    sampled_edges = 0.0
+    for k in fanouts:  # each hop: up to k neighbours of every new node, at most the graph
+        sampled_edges += frontier * min(k, 2 * e / n)
+        frontier = min(n - reach, frontier * min(k, 2 * e / n))
+        reach += frontier
+    return min(n, reach), min(et, sampled_edges), sampled_edges
 
 
 def budget_bytes(config: TrainConfig, device=None, environ=None) -> int:
