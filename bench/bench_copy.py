@@ -1,4 +1,4 @@
-"""Under torchrun, what it costs to have rank 0 alone read an edge list (``gaescale.inputs``): two "hosts" on
+"""Under torchrun, what it costs to have rank 0 alone read an edge list (``gaescale.data.inputs``): two "hosts" on
 127.0.0.1 (two torchrun launchers, ``--nnodes 2``, one process each), host 1 given no file. First both write
 to one ``--out``: rank 0 prepares ``OUT/prepared`` and host 1 maps it. Then host 1 writes to its own
 ``--out``, as on its own disk: rank 0 reuses its copy and sends it to host 1. Each run trains 5 s of one
@@ -49,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gaescale-copy-") as d:
         tmp = Path(d)
-        from gaescale.synthetic import community_graph
+        from gaescale.data.synthetic import community_graph
         data = community_graph(args.nodes, args.num_edges, seed=0)
         edges = tmp / "edges.npz"
         np.savez(edges, edge_index=data.edge_index, x=data.x)

@@ -82,7 +82,7 @@ def run(data, options: dict, seed: int) -> dict:
 
 def run_pyg(data, seed: int) -> dict:
     """PyG's recipe on the split ``gaescale.train`` makes for ``seed``, with the heuristics on its test pairs."""
-    from gaescale.heldout import baseline_metrics
+    from gaescale.training.heldout import baseline_metrics
     from pyg_recipe import pyg_recipe
 
     split = gaescale.split_edges(gaescale.Graph.from_edge_index(data.edge_index, data.num_nodes), seed=seed)

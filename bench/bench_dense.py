@@ -52,7 +52,7 @@ def one(impl: str, n: int, d: int, kind: str) -> dict:
         value = NaiveBlocked.apply(z, loss, 1024)
     value.backward()
     seconds = time.perf_counter() - t
-    from gaescale.outputs import peak_rss_bytes
+    from gaescale.run.memory import peak_rss_bytes
     peak = peak_rss_bytes()
     return {"impl": impl, "n": n, "seconds": seconds, "pairs_per_s": n * n / seconds,
             "extra_peak_mb": max(0, peak - base) / 1e6, "value": float(value), "grad_norm": float(z.grad.norm())}

@@ -115,7 +115,7 @@ def main() -> None:
     cores = os.cpu_count() or 1
     rows = []
     with tempfile.TemporaryDirectory(prefix="gaescale-ddp-") as tmp:
-        from gaescale.synthetic import community_graph
+        from gaescale.data.synthetic import community_graph
         data = community_graph(args.nodes, args.num_edges, seed=0)
         edges = Path(tmp) / "edges.npz"
         features = []

@@ -135,7 +135,7 @@ PATHS = [dict(strategy="full"), dict(strategy="full", loss="weighted-bce", dense
 
 
 def _graph(size: tuple[int, int], featureless: bool = False):
-    from gaescale.synthetic import community_graph
+    from gaescale.data.synthetic import community_graph
     data = community_graph(*size, seed=0)
     if featureless:
         data.x = None
@@ -206,7 +206,7 @@ def _rank(rank: int, port: int, device: str, case: dict, size: tuple[int, int], 
     """One of 2 processes: joins a gloo group on 127.0.0.1 and trains; rank 0 writes its metrics to ``out``."""
     import torch.distributed as dist
     import gaescale
-    from gaescale.distributed import Dist
+    from gaescale.parallel.runtime import Dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=300))
     try:

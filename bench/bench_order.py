@@ -14,7 +14,7 @@ import torch
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from gaescale.graph import Graph
-from gaescale.synthetic import community_graph
+from gaescale.data.synthetic import community_graph
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gaescale.cli import DEMO_DEFAULTS
 from gaescale.config import TrainConfig
-from gaescale.plan import plan
+from gaescale.run.plan import plan
 
 
 def main() -> None:

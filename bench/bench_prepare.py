@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 from gaescale.config import TrainConfig
-from gaescale.plan import plan
+from gaescale.run.plan import plan
 
 FLAGS = {"neighbor": ["--fanouts", "5,5,5", "--batch-size", "4096"], "cluster": []}
 COMMON = ["--epochs", "100000", "--eval-every", "100000", "--patience", "0", "--no-report", "--checkpoint-every", "0",
           "--threads", "2"]
 GEN = """
 import sys, numpy as np
-from gaescale.synthetic import community_graph
+from gaescale.data.synthetic import community_graph
 d = community_graph({nodes}, {edges}, seed=0)
 np.save(sys.argv[1] + "/edges.npy", d.edge_index.T)  # (E, 2) rows, as an edge-list file would hold them
 np.save(sys.argv[1] + "/x.npy", d.x)

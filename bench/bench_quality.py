@@ -46,7 +46,7 @@ def pyg_run(path: Path, seed: int, epochs: int, keep: str, variational: bool, no
     from torch_geometric.nn import GAE, VGAE, GCNConv
     from torch_geometric.utils import to_undirected
 
-    from gaescale.evaluate import link_scores
+    from gaescale.training.evaluate import link_scores
 
     data = gaescale.read_edges(path)
     if data.x is None:

@@ -27,7 +27,7 @@ from bench_distributed import _port  # bench/ is on the path when run as a scrip
 
 
 def _worker(rank: int, port: int, mib: int, tmp: str, results) -> None:
-    from gaescale import transfer
+    from gaescale.parallel import transfer
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                            timeout=timedelta(seconds=600))
     size = mib << 20

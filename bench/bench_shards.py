@@ -1,11 +1,11 @@
 """What sharding the training graph costs neighbour sampling: W processes (gloo on 127.0.0.1) draw the same
 link batches (positive edges, as many uniform pairs, fan-outs per hop, the features of the computation
-graph's nodes) from the whole graph held by each, and from their shards (:mod:`gaescale.shards`: the
+graph's nodes) from the whole graph held by each, and from their shards (:mod:`gaescale.parallel.shards`: the
 entries and feature rows of other processes' nodes fetched with ``all_to_all``). Sampling only: no
 encoder, no loss. Prints ms per batch on each side, their ratio, and the bytes a batch fetches.
 
 Then evaluation: the embeddings of every node (GCN 8 -> 16 -> 16 -> 8, layer by layer, 65,536 rows at a
-time) computed by one process over the whole graph (what rank 0 did before :func:`gaescale.shards.embed_sharded`)
+time) computed by one process over the whole graph (what rank 0 did before :func:`gaescale.parallel.shards.embed_sharded`)
 and by every process for its own nodes, fetching its halo, with rank 0 gathering them. Prints the seconds
 of each and the extra memory (peak resident memory during the call less before it, polled every 5 ms) of
 the process computing everything and of the largest sharded one.
@@ -30,7 +30,7 @@ from bench_distributed import _port  # bench/ is on the path when run as a scrip
 
 def _batch(graph, x, fanouts, batch, gen):
     from gaescale.graph import sorted_unique
-    from gaescale.samplers import neighbor_subgraph, sample_edges
+    from gaescale.training.samplers import neighbor_subgraph, sample_edges
     pos, _ = sample_edges(graph, batch, gen)
     neg = torch.randint(0, graph.num_nodes, (2, batch), generator=gen).numpy()
     sub, _ = neighbor_subgraph(graph, sorted_unique(np.concatenate([pos, neg], axis=None)), fanouts, gen)
@@ -61,7 +61,7 @@ def _embedding(rank, graph, x, shards):
     """``{'whole': (s, bytes), 'sharded': (s, bytes)}`` of this rank (the whole graph's only on rank 0)."""
     from gaescale.encoders import GCN
     from gaescale.models import GAE
-    from gaescale.shards import embed_sharded
+    from gaescale.parallel.shards import embed_sharded
     torch.manual_seed(0)
     model = GAE(GCN(x.shape[1], [16, 16, 8]))
     out = {}
@@ -84,10 +84,10 @@ def _worker(rank, world, port, args, queue):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=300))
-    from gaescale.distributed import Dist
+    from gaescale.parallel.runtime import Dist
     from gaescale.graph import Graph
-    from gaescale.shards import partition
-    from gaescale.synthetic import community_graph
+    from gaescale.parallel.shards import partition
+    from gaescale.data.synthetic import community_graph
     data = community_graph(args.nodes, args.num_edges, seed=0)
     graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
     x = torch.from_numpy(data.x.astype(np.float32))

@@ -15,8 +15,8 @@ import time
 import numpy as np
 import torch
 
-from gaescale.predict import top_k
-from gaescale.rundir import Run
+from gaescale.run.predict import top_k
+from gaescale.run.rundir import Run
 
 
 def brute(z: torch.Tensor, q: np.ndarray, k: int, rows: int = 512) -> np.ndarray:

@@ -17,14 +17,14 @@ import numpy as np
 def pyg_recipe(data, split, seed: int, epochs: int = 200) -> dict:
     """``{"val_auc", "test_auc", "test_ap", "mrr", "best_epoch", "epochs", "seconds"}`` of PyG's recipe on ``split``
     (a :class:`gaescale.EdgeSplit` of ``data``, an :class:`gaescale.EdgeList`); ``mrr`` is the filtered MRR that
-    gaescale's runs report (:func:`gaescale.heldout.test_metrics`, the same test edges for the same seed), and
+    gaescale's runs report (:func:`gaescale.training.heldout.test_metrics`, the same test edges for the same seed), and
     ``seconds`` covers training and the per-epoch validation, as a gaescale run's does."""
     import torch
     from torch_geometric.nn import GAE, GCNConv
     from torch_geometric.utils import to_undirected
 
-    from gaescale.evaluate import link_scores
-    from gaescale.heldout import test_metrics
+    from gaescale.training.evaluate import link_scores
+    from gaescale.training.heldout import test_metrics
 
     t0 = time.perf_counter()
     random.seed(seed)  # negative_sampling draws with Python's random and numpy as well as torch

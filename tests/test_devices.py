@@ -10,7 +10,7 @@ import torch
 
 import gaescale
 from gaescale.devices import resolve_device
-from gaescale.synthetic import community_graph
+from gaescale.data.synthetic import community_graph
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -63,7 +63,7 @@ def test_every_strategy_trains_on_cuda_as_on_the_cpu(case):
 
 @cuda
 def test_a_prepared_graph_trains_and_embeds_layer_by_layer_on_cuda(tmp_path):
-    from gaescale.prepare import prepare
+    from gaescale.data.prepare import prepare
     data = community_graph(3000, 15000, seed=5)
     np.savez(tmp_path / "e.npz", edge_index=data.edge_index, x=data.x)
     prepare(tmp_path / "e.npz", tmp_path / "g")

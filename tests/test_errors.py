@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gaescale
-from gaescale.checkpoint import list_checkpoints
+from gaescale.training.checkpoint import list_checkpoints
 from gaescale.cli import main
 
 RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
@@ -152,7 +152,7 @@ API = {
                             "The 'edges' parameter of train must be the path of an edge list. Got None instead."),
     "config type": (lambda: gaescale.TrainConfig(edges="e.txt", variational="yes"), gaescale.ParameterError,
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
-    "top_k k": (lambda: __import__("gaescale.predict").predict.top_k(np.ones((3, 2)), 0), gaescale.ParameterError,
+    "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0), gaescale.ParameterError,
                 "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
 }
 

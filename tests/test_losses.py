@@ -173,7 +173,7 @@ def test_every_loss_name_is_tested():
 MEMORY_PROBE = """
 import sys, psutil, torch
 from gaescale.losses import KINDS, dense_term
-from gaescale.outputs import peak_rss_bytes
+from gaescale.run.memory import peak_rss_bytes
 torch.set_num_threads(1)
 z = (0.3 * torch.randn(50_000, 4)).requires_grad_()
 dense_term(z[:2000].detach().requires_grad_(), KINDS["bce"], "exact").backward()  # warm up lazy initialisation

@@ -150,7 +150,7 @@ def test_hadamard_decoder_loss_value_and_gradient_match_dense_reference(graph):
 
 def test_hadamard_filtered_ranking_matches_brute_force():
     from conftest import brute_force_ranks
-    from gaescale.evaluate import filtered_ranking
+    from gaescale.training.evaluate import filtered_ranking
     torch.manual_seed(1)
     n = 60
     mlp = HadamardMLP(4, 8)

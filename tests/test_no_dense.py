@@ -6,7 +6,7 @@ from torch.utils._pytree import tree_flatten
 
 import gaescale
 from gaescale.losses import KINDS, dense_term
-from gaescale.synthetic import community_graph
+from gaescale.data.synthetic import community_graph
 
 N = 3000
 

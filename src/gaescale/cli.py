@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 
-from . import __version__
+from ._version import __version__
 from .config import TrainConfig, fields_by_group
 from .errors import GaescaleError, ParameterError
 
@@ -156,14 +156,14 @@ def _config(args: argparse.Namespace, defaults: dict) -> TrainConfig:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .pipeline import train
+    from .run.pipeline import train
     group = None
     try:
         if args.command in ("train", "demo"):  # started by torchrun: join its process group
-            from .distributed import from_torchrun
+            from .parallel.runtime import from_torchrun
             group = from_torchrun()
         if args.command == "demo":
-            from .synthetic import community_graph
+            from .data.synthetic import community_graph
             config = _config(args, DEMO_DEFAULTS)
             if not config.quiet and (group is None or group.is_main):
                 print(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...",
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("the following arguments are required: " + ("EDGES" if config.edges is None else "--out"))
             train(config, group=group)
         elif args.command == "tune":
-            from .tune import tune
+            from .run.tune import tune
             config = _config(args, {})
             if config.out is None:
                 parser.error("the following arguments are required: --out")
@@ -186,25 +186,25 @@ def main(argv: list[str] | None = None) -> int:
                  time_budget=None if args.time_budget is None else _float_arg(args.time_budget, "time_budget", "tune"),
                  given=given, log=_log)
         elif args.command == "topk":
-            from .predict import topk_links
+            from .run.predict import topk_links
             topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
                        exclude_existing=args.exclude_existing, out=args.out, log=_log)
         elif args.command == "score":
-            from .predict import score_pairs
+            from .run.predict import score_pairs
             table = score_pairs(args.run, args.pairs, out=args.out)
             if args.out is None:
                 _print_table(table)
         elif args.command == "prepare":
-            from .prepare import prepare
+            from .data.prepare import prepare
             prepare(args.edges, args.out, ids=args.ids, header=args.header, features=args.features,
                     chunk=_int_arg(args.chunk, "chunk", "prepare"), log=_log)
             _log(f"wrote {args.out}/; train with: gaescale train {args.out} --out RUN")
         elif args.command == "plan":
-            from .plan import plan_command
+            from .run.plan import plan_command
             config = _config(args, {"strategy": "auto"})
             print(plan_command(config, args.graph, args.nodes, args.plan_edges, args.num_features, log=_log))
         elif args.command == "report":
-            from .report import write_report
+            from .run.report import write_report
             _log(f"wrote {write_report(args.run, args.out, log=_log)}")
     except GaescaleError as exc:
         where = "" if group is None else f" (rank {group.rank})"
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         if group is not None:
-            from .distributed import shutdown
+            from .parallel.runtime import shutdown
             shutdown()
     return 0
 

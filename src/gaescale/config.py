@@ -166,7 +166,7 @@ class TrainConfig:
     @property
     def warmup_epochs(self) -> int:
         """``warmup``, or its default for ``epochs`` (:func:`gaescale.selection.default_warmup`)."""
-        from .selection import default_warmup
+        from .training.selection import default_warmup
         return default_warmup(self.epochs) if self.warmup is None else self.warmup
 
     @property

@@ -1,10 +1,10 @@
 """Writing run outputs atomically: every file goes to a temporary name in its directory, then is renamed."""
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
-import resource
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -15,8 +15,20 @@ import torch
 from .errors import OutputError
 
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+@functools.cache
+def _umask() -> int:
+    """This process's umask, read once (Linux's ``/proc/self/status`` without changing it; elsewhere set and
+    restored at once)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def check_out_dir(path) -> Path:
@@ -40,7 +52,7 @@ def atomic_write(path, write: Callable[[io.BufferedWriter], None]) -> Path:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the mode open() would
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -71,48 +83,3 @@ def write_ids(path, ids: np.ndarray) -> Path:
 
 def write_torch(path, obj: Any) -> Path:
     return atomic_write(path, lambda fh: torch.save(obj, fh))
-
-
-def proc_kib(path: str, key: str) -> int | None:
-    """Bytes of the ``key:`` line (in kB) of a Linux ``/proc`` file such as ``/proc/self/status``; None
-    where the file or the line does not exist."""
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def rss_bytes() -> int | None:
-    """Current resident set size of this process (Linux ``VmRSS``), or None elsewhere."""
-    return proc_kib("/proc/self/status", "VmRSS")
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process.
-
-    Linux's ``VmHWM`` where available: ``ru_maxrss`` survives ``exec``, so a process started from a large
-    parent would report the parent's size. Elsewhere ``ru_maxrss`` (kilobytes on Linux)."""
-    peak = proc_kib("/proc/self/status", "VmHWM")
-    return peak if peak is not None else int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def reset_peak_rss() -> bool:
-    """Reset this process's peak RSS (Linux ``VmHWM``, via ``/proc/self/clear_refs``) so that
-    :func:`peak_rss_bytes` then reports the peak of what follows. False where it is not possible.
-    Freed heap memory is handed back to the system first (glibc's ``malloc_trim``), so that what an
-    earlier phase freed but the allocator kept does not count as the next phase's."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False

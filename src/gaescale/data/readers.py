@@ -1,0 +1,347 @@
+"""Reading edge lists: text (CSV/TSV/whitespace, optional header, '#' comments, .gz), .npy, .npz, Parquet.
+
+Parsing is vectorised (pandas' C parser, pyarrow); a slow line-by-line scan runs only after a
+failure, to name the first bad line. Node ids may be integers or strings; they are mapped to
+contiguous indices ``0..N-1`` and the original ids kept in :class:`EdgeList.node_ids`.
+"""
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputFileError
+
+HEADER_WORDS = {"src", "dst", "source", "target", "from", "to", "node1", "node2", "head", "tail", "id1", "id2",
+                "source_id", "target_id", "src_id", "dst_id", "node", "neighbor", "neighbour", "u", "v"}
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass
+class EdgeList:
+    """Edges as node indices. ``edge_index: (2, E)`` int64 in ``[0, num_nodes)``; ``node_ids: (N,)`` the
+    original id of each index (int64 or str objects), or None when indices are the ids (``.npy``/``.npz``)."""
+
+    edge_index: np.ndarray
+    num_nodes: int
+    node_ids: np.ndarray | None
+    x: np.ndarray | None = None  # features stored with the graph (.npz 'x')
+    source: str = ""
+
+
+def check_file(path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise InputFileError(p, "no such file.")
+    if p.is_dir():
+        raise InputFileError(p, "is a directory, expected a file.")
+    if p.stat().st_size == 0:
+        raise InputFileError(p, "the file is empty.")
+    return p
+
+
+def _suffix(p: Path) -> str:
+    s = p.name.lower()
+    return s[:-3].rsplit(".", 1)[-1] if s.endswith(".gz") else s.rsplit(".", 1)[-1]
+
+
+def read_edges(path, *, ids: str = "auto", header: str = "auto") -> EdgeList:
+    """Read an edge list; the format follows the file's extension (text for anything unrecognised)."""
+    p = check_file(path)
+    ext = _suffix(p)
+    if ext == "npy":
+        return _from_index_array(p, _load_npy(p), None)
+    if ext == "npz":
+        return _read_npz(p)
+    if ext in ("parquet", "pq"):
+        return _read_parquet(p, ids)
+    return _read_text(p, ids, header)
+
+
+# ---------------------------------------------------------------- binary formats (ids are indices)
+
+def _load_npy(p: Path) -> np.ndarray:
+    try:
+        return np.load(p, allow_pickle=False)
+    except Exception as exc:  # numpy raises ValueError/OSError/EOFError variously for non-npy data
+        raise InputFileError(p, f"not a readable .npy array ({type(exc).__name__}: {exc}).") from None
+
+
+def _read_npz(p: Path) -> EdgeList:
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise InputFileError(p, f"not a readable .npz archive ({type(exc).__name__}: {exc}).") from None
+    if "edge_index" not in arrays:
+        raise InputFileError(p, f"expected an array named 'edge_index'. Got arrays {sorted(arrays)}.")
+    n = None
+    if "num_nodes" in arrays:
+        nn_ = arrays["num_nodes"]
+        if nn_.size != 1 or not np.issubdtype(nn_.dtype, np.integer) or int(nn_.reshape(-1)[0]) < 1:
+            raise InputFileError(p, f"'num_nodes' must be one integer >= 1. Got {nn_.tolist()!r}.", field="num_nodes")
+        n = int(nn_.reshape(-1)[0])
+    x = arrays.get("x")
+    if x is not None:
+        x = check_features(p, x, field="x")
+    if n is None and x is not None:
+        n = x.shape[0]
+    el = _from_index_array(p, arrays["edge_index"], n, field="edge_index")
+    if x is not None and x.shape[0] != el.num_nodes:
+        raise InputFileError(p, f"'x' has {x.shape[0]} rows but the graph has {el.num_nodes} nodes.", field="x")
+    el.x = x
+    return el
+
+
+def check_features(p: Path, a: np.ndarray, field: str | None = None) -> np.ndarray:
+    """A finite ``(N, F)`` float32 feature matrix, or an error naming the first bad row and column."""
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise InputFileError(p, f"expected a 2-D numeric array of features. Got shape {a.shape}, dtype {a.dtype}.",
+                             field=field)
+    a = a.astype(np.float32)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise InputFileError(p, f"features must be finite. Got {a[r, c]} at row {r}, column {c}.", field=field)
+    return a
+
+
+def check_index_dtype(p: Path, a: np.ndarray, field: str | None = None) -> None:
+    """Node indices come as integers, or as floats holding whole numbers (checked by :func:`as_indices`)."""
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise InputFileError(p, f"expected an integer array of node indices. Got dtype {a.dtype}.", field=field)
+
+
+def as_indices(p: Path, a: np.ndarray, field: str | None = None) -> np.ndarray:
+    """``a`` (integer, or float holding whole numbers) as int64 node indices, or the error that says why not."""
+    if np.issubdtype(a.dtype, np.floating) and (not np.all(np.isfinite(a)) or np.any(a != np.round(a))):
+        raise InputFileError(p, "node indices must be whole numbers; found a fractional, NaN or infinite value.",
+                             field=field)
+    return np.asarray(a, np.int64)
+
+
+def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str | None = None) -> EdgeList:
+    check_index_dtype(p, a, field)
+    if a.ndim != 2 or 2 not in a.shape:
+        raise InputFileError(p, f"expected shape (2, E) or (E, 2). Got {a.shape}.", field=field)
+    ei = as_indices(p, a if a.shape[0] == 2 else a.T, field)
+    if ei.size == 0:
+        raise InputFileError(p, "the edge list has no edges.", field=field)
+    lo, hi = int(ei.min()), int(ei.max())
+    if lo < 0:
+        col = int(np.argmax((ei < 0).any(axis=0)))
+        raise InputFileError(p, f"node indices must be >= 0. Got {lo} (edge {col}).", field=field)
+    n = hi + 1 if num_nodes is None else num_nodes
+    if hi >= n:
+        col = int(np.argmax((ei >= n).any(axis=0)))
+        raise InputFileError(p, f"node index {hi} (edge {col}) is out of range for num_nodes={n}.", field=field)
+    return EdgeList(np.ascontiguousarray(ei), n, None, source=str(p))
+
+
+# ---------------------------------------------------------------- tables with ids
+
+def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Contiguous indices for integer ids in ``src`` and ``dst`` (sorted): ``(edge_index (2, E), node_ids (N,))``."""
+    uniq, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    return inv.reshape(2, -1).astype(np.int64), uniq
+
+
+def _encode_strings(p: Path, arrs: list) -> EdgeList:
+    """String ids (two Arrow arrays) to indices by Arrow's dictionary encoding, in order of first
+    appearance: sources, then targets. nodes.tsv holds one id per line, so tabs and line breaks are refused."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    enc = pa.concat_arrays([a.cast(pa.large_string()) for a in arrs]).dictionary_encode()
+    bad = pc.match_substring_regex(enc.dictionary, r"[\t\n\r]")
+    if pc.any(bad).as_py():
+        i = int(np.argmax(bad.to_numpy(zero_copy_only=False)))
+        raise InputFileError(p, f"node id {enc.dictionary[i].as_py()!r} contains a tab or line break; "
+                                "ids must be single-line text.")
+    inv = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    node_ids = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    return EdgeList(inv.reshape(2, -1), len(node_ids), node_ids, source=str(p))
+
+
+def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.ndarray:
+    """Coerce a parsed id column to int64 or str objects, following ``ids`` (auto/int/str)."""
+    if col.dtype.kind in "iu":
+        return col.astype(np.int64) if ids != "str" else col.astype(str).astype(object)
+    if col.dtype.kind == "f":
+        bad = ~np.isfinite(col) | (col != np.round(col))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputFileError(p, f"node id {col[i].item()!r} is not an integer or a string id.",
+                                 line=line_of(i) if line_of else None, field=name)
+        return col.astype(np.int64) if ids != "str" else col.astype(np.int64).astype(str).astype(object)
+    s = np.asarray(col, dtype=object)  # parsed text: str objects already
+    if ids == "str":
+        return s
+    if ids == "int" or mostly_integers(s):
+        hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
+        return integer_ids(p, s, name, line_of, hint)
+    return s
+
+
+def mostly_integers(values: np.ndarray, head: int = 100_000) -> bool:
+    """Whether most of the first ``head`` ``values`` (text) are integers: how ``ids='auto'`` decides."""
+    first = values[:head]
+    return bool(len(first)) and float(np.mean([bool(_INT.match(str(v))) for v in first])) > 0.5
+
+
+def integer_ids(p: Path, s: np.ndarray, name: str, line_of=None, hint: str = "") -> np.ndarray:
+    """Text ids ``s`` that must all be integers, as int64; else an error naming the first that is not."""
+    full = np.fromiter((bool(_INT.match(str(v))) for v in s), bool, len(s))
+    if not full.all():
+        i = int(np.argmin(full))
+        raise InputFileError(p, f"expected an integer node id. Got {s[i]!r}{hint}.",
+                             line=line_of(i) if line_of else None, field=name)
+    return s.astype(np.int64)
+
+
+def _read_parquet(p: Path, ids: str) -> EdgeList:
+    import pyarrow.parquet as pq
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:
+        raise InputFileError(p, f"not a readable Parquet file ({type(exc).__name__}: {exc}).") from None
+    if table.num_columns < 2:
+        raise InputFileError(p, f"expected 2 columns (source, target). Got {table.num_columns}: {table.column_names}.")
+    if table.num_rows == 0:
+        raise InputFileError(p, "the edge list has no edges.")
+    import pyarrow as pa
+    names = table.column_names[:2]
+    columns = [table.column(name).combine_chunks() for name in names]
+    for name, c in zip(names, columns):
+        if c.null_count:
+            i = int(np.argmax(c.is_null().to_numpy(zero_copy_only=False)))
+            raise InputFileError(p, f"missing node id in row {i}.", field=name)
+    if all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in columns):
+        return _text_ids(p, columns, ids, names, lambda i: None)
+    return _mapped(p, [_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name) for name, c in zip(names, columns)])
+
+
+def _mapped(p: Path, cols: list[np.ndarray]) -> EdgeList:
+    """Index an edge list whose id columns are int64 or str-object arrays (mixed columns become strings)."""
+    if cols[0].dtype.kind in "iu" and cols[1].dtype.kind in "iu":
+        ei, node_ids = map_ids(cols[0], cols[1])
+        return EdgeList(ei, len(node_ids), node_ids, source=str(p))
+    import pyarrow as pa
+    return _encode_strings(p, [pa.array(c.astype(str)) for c in cols])
+
+
+# ---------------------------------------------------------------- text
+
+def _open_text(p: Path):
+    return gzip.open(p, "rt", errors="replace") if p.name.lower().endswith(".gz") else open(p, errors="replace")
+
+
+def _data_lines(p: Path):
+    """Yield ``(line_number, tokens_line)`` for non-blank lines with comments stripped."""
+    with _open_text(p) as fh:
+        for no, line in enumerate(fh, 1):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                yield no, line
+
+
+def _split(line: str, sep: str | None) -> list[str]:
+    return [t.strip() for t in line.split(sep)] if sep else line.split()
+
+
+def sniff_text(p: Path, header: str) -> tuple[str | None, bool]:
+    """``(separator or None for whitespace, has_header)`` from the first data lines."""
+    head = []
+    for item in _data_lines(p):
+        head.append(item)
+        if len(head) == 2:
+            break
+    if not head:
+        raise InputFileError(p, "no data lines (only blank lines or '#' comments).")
+    first = head[0][1]
+    ext = _suffix(p)
+    # Commas win; a .tsv splits on tabs only (ids may hold spaces); otherwise any run of whitespace.
+    sep = "," if "," in first else "\t" if ext == "tsv" else None
+    toks = _split(first, sep)
+    if header == "auto":
+        second_numeric = len(head) > 1 and all(_INT.match(t) for t in _split(head[1][1], sep)[:2])
+        has_header = (any(t.lower() in HEADER_WORDS for t in toks[:2])
+                      or (not all(_INT.match(t) for t in toks[:2]) and second_numeric))
+    else:
+        has_header = header == "yes"
+    if len(toks) < 2:
+        raise InputFileError(p, f"expected at least 2 columns (source, target). Got 1: {first!r}.", line=head[0][0])
+    return sep, has_header
+
+
+def _diagnose_text(p: Path, sep, has_header: bool) -> None:
+    """Scan line by line for the first line without two ids and raise an error naming it."""
+    items = _data_lines(p)
+    if has_header:
+        next(items, None)
+    for no, line in items:
+        toks = _split(line, sep)
+        if len(toks) < 2 or any(t == "" for t in toks[:2]):
+            raise InputFileError(p, f"expected at least 2 columns (source, target). Got {len(toks)}: {line!r}.",
+                                 line=no)
+
+
+def _line_numbers(p: Path, has_header: bool) -> list[int]:
+    nums = [no for no, _ in _data_lines(p)]
+    return nums[1:] if has_header else nums
+
+
+def _read_text(p: Path, ids: str, header: str) -> EdgeList:
+    import pandas as pd
+    sep, has_header = sniff_text(p, header)
+    # Columns after the first two (weights, timestamps) are not read.
+    try:
+        df = pd.read_csv(p, sep=sep if sep else r"\s+", header=0 if has_header else None, comment="#",
+                         skip_blank_lines=True, usecols=[0, 1], engine="c", dtype=str if ids == "str" else None)
+    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
+        _diagnose_text(p, sep, has_header)
+        raise InputFileError(p, f"could not parse the edge list ({exc}).") from None
+    df.columns = [0, 1]
+    if len(df) == 0:
+        raise InputFileError(p, "the edge list has no edges (only a header, blank lines or comments).")
+    if df.isna().any(axis=None):
+        _diagnose_text(p, sep, has_header)
+        row = int(np.argmax(df.isna().any(axis=1).to_numpy()))
+        raise InputFileError(p, "missing node id.", line=_line_numbers(p, has_header)[row])
+    lines = None
+
+    def line_of(i):
+        nonlocal lines
+        lines = lines or _line_numbers(p, has_header)
+        return lines[i]
+
+    names = ("source", "target")
+    if all(df[c].dtype.kind not in "iuf" for c in (0, 1)):
+        import pyarrow as pa
+        return _text_ids(p, [pa.array(df[c]) for c in (0, 1)], ids, names, line_of)
+    return _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)])
+
+
+def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
+    """Both id columns as Arrow strings: integer ids when they all look like integers (``ids`` auto/int),
+    else string ids (:func:`_encode_strings`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    # pandas hands long columns over as several chunks
+    arrs = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrs]
+    if ids != "str":
+        is_int = [pc.match_substring_regex(a, r"^[+-]?\d+$") for a in arrs]
+        share = sum(pc.sum(m).as_py() or 0 for m in is_int) / (2 * len(arrs[0]))
+        if ids == "int" or share > 0.5:
+            for col, m, name in zip(arrs, is_int, names):
+                if not pc.all(m).as_py():
+                    i = int(np.argmin(m.to_numpy(zero_copy_only=False)))
+                    hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
+                    raise InputFileError(p, f"expected an integer node id. Got {col[i].as_py()!r}{hint}.",
+                                         line=line_of(i), field=name)
+            return _mapped(p, [pc.cast(a, pa.int64()).to_numpy() for a in arrs])
+    return _encode_strings(p, arrs)

@@ -1,0 +1,291 @@
+"""Memory planner: the predicted peak memory and work of one training epoch for each strategy, from the
+graph's size and the model's widths, counted array by array; and the choice behind ``--strategy auto``.
+
+What is predicted is the peak resident memory of the training phase: everything the pipeline holds
+while it trains (the edge list, the full graph's CSR kept for the outputs, the split, the training
+graph and its GCN operator, features, the model) plus what the strategy's steps allocate. Reading the
+edge list and building the graph peak separately and are not modelled. Every term is a count of the
+arrays the code allocates (8 bytes per int64, 4 per int32/float32); ``BASE`` is the interpreter with
+torch, NumPy, SciPy and scikit-learn imported, measured. bench/bench_plan.py checks the predictions
+against measured peaks.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import ParameterError
+
+BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
+# Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
+# FastGAE keeps the full forward and subsamples the loss; Cluster-GCN only holds a batch's activations;
+# neighbour sampling last (its computation graph reaches most of a well-connected graph; BENCHMARKS.md).
+AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor")
+
+
+@dataclass(frozen=True)
+class StrategyPlan:
+    """One strategy's prediction: ``peak_bytes`` of the training phase (``resident_bytes`` held by the
+    pipeline when training starts + ``step_bytes``, the most that training and evaluation add on top:
+    building the full graph's operator, or a step or an evaluation pass with the operator kept), and its
+    work per epoch: ``sparse_madds``
+    (multiply-adds of sparse-dense products, forward and backward), ``pair_evals`` (inner products
+    ``z_i . z_j`` scored by the loss) and ``steps``."""
+
+    strategy: str
+    resident_bytes: int
+    step_bytes: int
+    sparse_madds: float
+    pair_evals: float
+    steps: int
+    note: str = ""
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.resident_bytes + self.step_bytes
+
+
+def _widths(config: TrainConfig) -> list[int]:
+    dims = config.layer_dims
+    return dims[:-1] + [2 * dims[-1]] if config.variational else dims
+
+
+# Measured per-unit costs (torch 2.13 CPU, bench/bench_plan.py): building a graph's GCN operator peaks at
+# 38 bytes per entry (SciPy's A + I, its sorted copy, float64 normalisation, the torch copy); a forward and
+# backward pass holds 6.4 bytes per node and unit of width summed over layers, a no-grad forward 4.8; each
+# scored pair (a training edge or a sampled pair) costs 23 bytes in the loss and its backward.
+BUILD_PER_ENTRY = 38.0
+TRAIN_PER_NODE_WIDTH = 6.4
+EVAL_PER_NODE_WIDTH = 4.8
+PER_PAIR = 23.0
+# What the first step and evaluation add whatever the graph's size (MKL's and OpenMP's buffers, torch's
+# autograd state, scikit-learn imported for the first validation AUC): measured at 200,000 nodes.
+STEP_BASE = 280 * 2**20
+
+
+def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
+    """Peak bytes of a pass over ``n`` nodes (GraphSAGE keeps a second linear output per layer)."""
+    per = TRAIN_PER_NODE_WIDTH if train else EVAL_PER_NODE_WIDTH
+    return per * n * sum(widths) * (1.5 if sage else 1.0)
+
+
+def _build(n: float, e: float, sage: bool) -> float:
+    """Peak bytes while building a graph's operator (GraphSAGE: ``D^-1 A`` and its transpose)."""
+    return BUILD_PER_ENTRY * ((4 * e) if sage else (2 * e + n))
+
+
+def _operator(n: float, e: float, sage: bool) -> float:
+    """The torch CSR operator(s) of a graph with ``e`` undirected edges: int32 columns and float32
+    values over ``2e + n`` entries (GCN, with self loops) or ``2e`` twice (GraphSAGE: A and A^T)."""
+    return 2 * (8.0 * 2 * e + 4 * (n + 1)) if sage else 8.0 * (2 * e + n) + 4 * (n + 1)
+
+
+def _graph(n: float, e: float) -> float:
+    """A :class:`Graph`: int64 indptr, int32 indices of both directions, cached int64 degrees."""
+    return 16.0 * n + 8 + 8.0 * e
+
+
+def _layerwise(n: float, widths: list[int], in_width: float) -> float:
+    """Peak bytes of layer-wise inference (:meth:`gaescale.encoders.GCN.layerwise`): a layer's input
+    (the features for the first, already resident), its output, and ``lin(h)`` for all nodes when the
+    layer narrows; the row blocks are small next to them."""
+    peak, prev = 0.0, 0.0
+    for w_in, w_out in zip([in_width or widths[0]] + widths[:-1], widths):
+        peak = max(peak, prev + 4 * n * w_out * (2 if w_in > w_out else 1))
+        prev = 4 * n * w_out
+    return peak
+
+
+def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, *,
+         prepared: bool = False) -> list[StrategyPlan]:
+    """Predictions for every strategy (in :data:`AUTO_ORDER`) for a graph of ``num_nodes`` nodes,
+    ``num_edges`` undirected edges and ``num_features`` features per node (None: featureless), with the
+    model, loss and strategy options of ``config`` (unset strategy options take their defaults).
+
+    ``prepared``: the graph is a memory-mapped directory of ``gaescale prepare``. Its CSR arrays and the
+    training graph's column indices are then file-backed pages (page cache the kernel can drop, not
+    counted); the pipeline holds no edge list; Cluster-GCN and neighbour sampling evaluate layer by layer
+    instead of building the whole graph's operator."""
+    for name, value in (("num_nodes", num_nodes), ("num_edges", num_edges)):
+        if not isinstance(value, int) or value < 1:
+            raise ParameterError(name, "plan", "an int >= 1", value)
+    config = config.for_graph(num_features)
+    n, e = float(num_nodes), float(num_edges)
+    et = e * (1.0 - config.val_fraction - config.test_fraction)  # training edges
+    f = float(num_features or 0)
+    widths = _widths(config)
+    sage = config.encoder == "sage"
+    # The table of a featureless first layer: weight, gradient and Adam's two moments.
+    table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
+    if prepared:  # the training graph's indptr and degrees; held-out edges and non-edges; no edge list
+        resident = BASE + 16.0 * n + 32 * (e - et) + 4 * n * f + table
+    else:
+        resident = (BASE                          # what training starts from
+                    + 16 * e                      # the edge list (2, E) int64, kept by the caller
+                    + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
+                    + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
+                    + _graph(n, et) + 4 * n * f + table)
+    # The full graph's operator is built on the first full forward (a step, or the first evaluation) and
+    # kept with the propagated features; evaluation runs a no-grad forward over all nodes.
+    first = _build(n, et, sage) + STEP_BASE
+    kept = _operator(n, et, sage) + 4 * n * f
+    evaluation = _activations(n, widths, sage, train=False) + STEP_BASE
+    # Mini-batch strategies on a prepared graph never build the whole graph's operator: layer-wise inference.
+    minibatch_first, minibatch_kept, minibatch_eval = first, kept, evaluation
+    if prepared:
+        minibatch_first, minibatch_kept = 0.0, 0.0
+        minibatch_eval = _layerwise(n, widths, f) * (1.5 if sage else 1.0) + STEP_BASE
+    m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
+    in_width = f if num_features else 0.0
+    per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
+    spmm_width = widths[0] + 2 * sum(widths[1:])  # forward + backward products, narrowest side first
+    plans = []
+    full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
+    plans.append(StrategyPlan("full", int(resident), int(max(first, kept + max(full_step, evaluation))),
+                              (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
+    opts = config.strategy_options(num_nodes)
+    size = opts["fastgae_nodes"]
+    es = et * (size / n) ** 2 * 4  # edges inside a degree-biased sample: ~4x a uniform one's (measured)
+    fast_step = STEP_BASE + _activations(n, widths, sage) + 24 * n + PER_PAIR * es * (1 + config.neg_ratio) + 100 * es
+    plans.append(StrategyPlan("fastgae", int(resident), int(max(first, kept + max(fast_step, evaluation))),
+                              (2 * et + n) * spmm_width + n * per_pass, es * (1 + config.neg_ratio), 1,
+                              f"{size:,}-node subgraphs"))
+    parts, per_batch = opts["cluster_parts"], opts["clusters_per_batch"]
+    nb = n * min(1.0, per_batch / parts)
+    eb = et * 0.78 * min(1.0, per_batch / parts)  # METIS keeps ~78% of the edges inside parts (measured)
+    steps = -(-parts // per_batch)
+    batch_step = (STEP_BASE + 8 * n + _graph(nb, eb) + max(_build(nb, eb, sage), _operator(nb, eb, sage)
+                  + _activations(nb, widths, sage) + PER_PAIR * eb * (1 + config.neg_ratio)))
+    plans.append(StrategyPlan("cluster", int(resident + 8 * n),
+                              int(max(minibatch_first, minibatch_kept + max(batch_step, minibatch_eval))),
+                              steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
+                              steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step"))
+    batch, fanouts = opts["batch_size"], opts["fanouts"]
+    nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch, fanouts)
+    steps = -(-int(et) // batch)
+    nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec) + max(_build(nc, ec, sage), _operator(nc, ec, sage)
+               + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
+    plans.append(StrategyPlan("neighbor", int(resident),
+                              int(max(minibatch_first, minibatch_kept + max(nb_step, minibatch_eval))),
+                              steps * ((2 * ec + nc) * spmm_width + nc * per_pass),
+                              steps * batch * (1 + config.neg_ratio), steps,
+                              f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
+                              f"computation graph ~{int(nc):,} nodes"))
+    return plans
+
+
+def _neighbour_reach(n: float, e: float, et: float, batch: int, fanouts) -> tuple[float, float, float]:
+    """``(nodes, training edges, sampled edges)`` of one neighbour-sampling step's computation graph: the endpoints
+    of ``batch`` edges and as many sampled pairs, then up to ``k`` neighbours of every new node per hop."""
+    seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
+    reach, frontier = seeds, seeds
+    sampled_edges = 0.0
+    for k in fanouts:  # each hop: up to k neighbours of every new node, at most the graph
+        sampled_edges += frontier * min(k, 2 * e / n)
+        frontier = min(n - reach, frontier * min(k, 2 * e / n))
+        reach += frontier
+    return min(n, reach), min(et, sampled_edges), sampled_edges
+
+
+def budget_bytes(config: TrainConfig, device=None, environ=None) -> int:
+    """``config.memory_budget`` in bytes (per process), or when it is unset the memory available now to this
+    process: the host's, divided among the processes torchrun started on it (``LOCAL_WORLD_SIZE`` in
+    ``environ``), and on a CUDA ``device`` at most the device's free memory (the plan counts one memory)."""
+    if config.memory_budget:
+        return int(config.memory_budget * 2**30)
+    environ = os.environ if environ is None else environ
+    budget = available_memory() // max(1, int(environ.get("LOCAL_WORLD_SIZE", "1")))
+    if device is not None and torch.device(device).type == "cuda":
+        budget = min(budget, torch.cuda.mem_get_info(device)[0])
+    return budget
+
+
+def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = None) -> StrategyPlan:
+    """The first strategy of :data:`AUTO_ORDER` whose predicted peak fits ``budget`` bytes, among those
+    ``config`` can train with (neighbour sampling needs ``dense='sampled'``)."""
+    if config is not None and config.dense != "sampled":
+        plans = [p for p in plans if p.strategy != "neighbor"]
+        if not plans:
+            raise ParameterError("dense", "train", "'sampled' when neighbour sampling is the only strategy planned",
+                                 config.dense)
+    by_name = {p.strategy: p for p in plans}
+    for name in AUTO_ORDER:
+        if name in by_name and by_name[name].peak_bytes <= budget:
+            return by_name[name]
+    smallest = min(plans, key=lambda p: p.peak_bytes)
+    raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB, the smallest "
+                         f"predicted peak (strategy '{smallest.strategy}'); lower --batch-size or raise "
+                         "--cluster-parts", f"{budget / 2**30:.2f} GiB")
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process now (Linux ``MemAvailable``; else the total)."""
+    from .memory import proc_kib
+    available = proc_kib("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        return available
+    import os
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def format_table(plans: list[StrategyPlan], num_nodes: int, budget: int | None = None) -> str:
+    """The planner's table; the dense N x N matrix is listed for reference (float32, never built)."""
+    rows = ["| strategy | predicted peak | fits | steps/epoch | sparse multiply-adds/epoch | pair evaluations/epoch | notes |",
+            "|---|---:|:---:|---:|---:|---:|---|"]
+    for p in plans:
+        fits = "" if budget is None else ("yes" if p.peak_bytes <= budget else "no")
+        rows.append(f"| {p.strategy} | {p.peak_bytes / 2**30:.2f} GiB | {fits} | {p.steps:,} | {p.sparse_madds:.3g} | "
+                    f"{p.pair_evals:.3g} | {p.note} |")
+    dense = 4.0 * num_nodes ** 2
+    rows.append(f"| dense N x N matrix (reference) | {dense / 2**30:,.1f} GiB | "
+                f"{'' if budget is None else ('yes' if dense <= budget else 'no')} | 1 | | {float(num_nodes) ** 2:.3g} | "
+                "the adjacency as one float32 matrix; gaescale never builds it |")
+    return "\n".join(rows)
+
+
+def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_features, *, log=None) -> str:
+    """``gaescale plan``: the table for an edge list (``graph``) or for ``nodes`` and ``edges`` counts."""
+    if (graph is None) == (nodes is None and edges is None):
+        raise ParameterError("graph", "plan", "an edge list, or --nodes and --edges, not both",
+                             "both" if graph is not None else None)
+    f = _count("num_features", num_features, 0)
+    from ..data.prepare import is_prepared, open_prepared
+    prepared = graph is not None and is_prepared(graph)
+    if prepared:
+        manifest = open_prepared(graph).manifest
+        n, e = int(manifest["num_nodes"]), int(manifest["num_edges"])
+        f = f or int(manifest.get("features") or 0)
+    elif graph is not None:
+        from ..graph import Graph
+        from ..data.readers import read_edges
+        data = read_edges(graph)
+        g = Graph.from_edge_index(data.edge_index, data.num_nodes)
+        n, e = data.num_nodes, g.num_edges
+        if log:
+            log(f"read {data.source}: {n:,} nodes, {e:,} undirected edges")
+    else:
+        n, e = _count("nodes", nodes, 1), _count("edges", edges, 1)
+    budget = budget_bytes(config)
+    config = config.for_graph(f or None)
+    plans = plan(config, n, e, f or None, prepared=prepared)
+    lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, _widths(config)))}"
+             f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",
+             format_table(plans, n, budget), ""]
+    try:
+        lines.append(f"--strategy auto would train with: {choose(plans, budget, config).strategy}")
+    except ParameterError as exc:
+        lines.append(f"--strategy auto: no strategy fits ({exc})")
+    return "\n".join(lines)
+
+
+def _count(name: str, value, low: int) -> int:
+    try:
+        v = int(value)
+        if v >= low and float(value) == v:
+            return v
+    except (TypeError, ValueError):
+        pass
+    raise ParameterError(name, "plan", f"an int >= {low}", value)

@@ -1,0 +1,212 @@
+"""Using trained embeddings: the top-k most likely new links of each node, and scores of given pairs.
+
+:func:`top_k` is exact and never forms N x N. It scans the nodes in decreasing order of embedding
+norm, in blocks, and stops for a query as soon as ``|q| * (largest norm left)`` cannot beat its
+current k-th best score (Cauchy-Schwarz), the length bound of LEMP (Teflioudi et al., 2015). On
+graph-autoencoder embeddings, whose norms grow with degree, it scans about 1% of the nodes per query.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import InputFileError, OutputError, ParameterError
+from ..graph import Graph, neighbour_pairs
+from ..data.readers import HEADER_WORDS
+from ..models import query_side
+from ..outputs import atomic_write
+
+TABLE_SUFFIXES = (".tsv", ".csv", ".parquet")
+
+
+def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None, block: int = 2048,
+          batch: int = 2048, stats: dict | None = None, metric: torch.Tensor | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """For each query node, the ``k`` nodes of largest inner product ``z_q . z_v``, itself excluded and,
+    with ``exclude``, its neighbours in that graph too.
+
+    ``z: (N, d)``; ``queries: (Q,)`` node indices (default: all). Returns ``scores: (Q, k)`` float32,
+    best first, and ``nodes: (Q, k)`` int64; where fewer than ``k`` candidates exist, the row ends in
+    ``-inf`` / ``-1``. Memory: ``O(N d + batch * block)``. ``stats["pairs"]``, if given, counts the
+    inner products evaluated (a brute force evaluates ``Q * N``). ``metric: (d,)`` of signs: the scores are
+    ``z_q^T diag(metric) z_v`` (the per-node bias decoder, :mod:`gaescale.models`).
+    """
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ParameterError("k", "top_k", "an int >= 1", k)
+    z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
+    zq = query_side(z, metric)
+    n = z.shape[0]
+    q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
+    norms = z.norm(dim=1)
+    order = torch.argsort(norms, descending=True, stable=True)
+    zs, bucket_max = z[order], norms[order][::block]
+    pos = torch.empty_like(order)
+    pos[order] = torch.arange(n)
+    scores = np.full((q_all.size, k), -np.inf, np.float32)
+    nodes = np.full((q_all.size, k), -1, np.int64)
+    for s in range(0, q_all.size, batch):
+        q = q_all[s:s + batch]
+        rows, excl = np.arange(q.size), q
+        if exclude is not None:
+            r2, n2 = neighbour_pairs(exclude, q)
+            rows, excl = np.concatenate([rows, r2]), np.concatenate([excl, n2])
+        ex_pos = pos[torch.from_numpy(excl)]
+        srt = torch.argsort(ex_pos)
+        ex_pos, ex_row = ex_pos[srt], torch.from_numpy(rows)[srt]
+        cuts = torch.searchsorted(ex_pos, torch.arange(0, n + block, block))
+        v, i = _scan(zq[torch.from_numpy(q)], zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats)
+        scores[s:s + q.size] = v.numpy()
+        nodes[s:s + q.size] = torch.where(i >= 0, order[i.clamp(min=0)], -1).numpy()
+    return scores, nodes
+
+
+def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats=None):
+    """Blocks of ``zs`` (sorted by decreasing norm) against the queries ``qv: (b, d)``, pruned by the
+    length bound; excluded ``(row, position)`` pairs get ``-inf``. Returns ``(b, k)`` values and positions."""
+    b, n = qv.shape[0], zs.shape[0]
+    qn = qv.norm(dim=1)
+    best_v = torch.full((b, k), -float("inf"))
+    best_i = torch.full((b, k), -1, dtype=torch.int64)
+    slot = torch.full((b,), -1, dtype=torch.int64)
+    for j in range(bucket_max.numel()):
+        active = torch.nonzero(best_v[:, -1] < qn * bucket_max[j]).squeeze(1)
+        if active.numel() == 0:
+            break  # norms only shrink from here: no later block can enter any top-k
+        lo, hi = j * block, min(j * block + block, n)
+        sc = qv[active] @ zs[lo:hi].T
+        if stats is not None:
+            stats["pairs"] = stats.get("pairs", 0) + sc.numel()
+        e0, e1 = int(cuts[j]), int(cuts[j + 1])
+        if e1 > e0:
+            slot[active] = torch.arange(active.numel())
+            r = slot[ex_row[e0:e1]]
+            keep = r >= 0
+            sc[r[keep], ex_pos[e0:e1][keep] - lo] = -float("inf")
+            slot[active] = -1
+        hit = (sc > best_v[active, -1:]).any(1)  # most rows have no score that enters their top-k
+        if not hit.all():
+            active, sc = active[hit], sc[hit]
+        v, i = sc.topk(min(k, hi - lo), dim=1)
+        i = torch.where(torch.isinf(v), -1, i + lo)
+        allv, alli = torch.cat([best_v[active], v], 1), torch.cat([best_i[active], i], 1)
+        tv, ti = allv.topk(k, dim=1)
+        best_v[active], best_i[active] = tv, alli.gather(1, ti)
+    return best_v, best_i
+
+
+def write_table(path, columns: dict[str, np.ndarray]) -> Path:
+    """A TSV, CSV or Parquet file (by suffix) of ``columns``, written atomically through Arrow's
+    multi-threaded writers. TSV is unquoted (node ids hold no tabs or line breaks: the readers refuse
+    them); CSV quotes text fields."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+    path = Path(path)
+    table = pa.table({k: pa.array(v) for k, v in columns.items()})
+    if path.suffix.lower() == ".parquet":
+        return atomic_write(path, lambda fh: pq.write_table(table, fh))
+    csv = path.suffix.lower() == ".csv"
+    sep = "," if csv else "\t"
+    options = pcsv.WriteOptions(delimiter=sep, quoting_style="needed" if csv else "none", include_header=False)
+
+    def write(fh):
+        fh.write((sep.join(columns) + "\n").encode())  # Arrow would quote the header's names
+        pcsv.write_csv(table, fh, options)
+    return atomic_write(path, write)
+
+
+def check_table_path(path, owner: str) -> Path:
+    p = Path(path)
+    if p.suffix.lower() not in TABLE_SUFFIXES:
+        raise ParameterError("out", owner, f"a file name ending in one of {list(TABLE_SUFFIXES)}", str(path))
+    if p.is_dir():
+        raise OutputError(f"{p}: is a directory; --out names the file to write.")
+    return p
+
+
+def read_pairs(path: str) -> tuple[list[str], list[str], list[int], str]:
+    """Pairs of ids from a text file (or ``-`` for stdin): two columns, comma, tab or whitespace separated;
+    ``#`` comments and blank lines skipped; an optional header. Returns ``(sources, targets, line numbers, name)``."""
+    name = "<stdin>" if path == "-" else str(path)
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise InputFileError(p, "no such file." if not p.exists() else "is a directory, expected a file.")
+        text = p.read_text(errors="replace")
+    src, dst, lines = [], [], []
+    sep = None
+    for no, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if sep is None:
+            sep = "," if "," in line else "\t" if "\t" in line else " "
+        toks = [t.strip() for t in line.split(sep)] if sep != " " else line.split()
+        if len(toks) < 2 or not toks[0] or not toks[1]:
+            raise InputFileError(name, f"expected 2 node ids (source, target). Got {len(toks)}: {line!r}.", line=no)
+        if not lines and not src and toks[0].lower() in HEADER_WORDS and toks[1].lower() in HEADER_WORDS:
+            lines.append(-no)  # a header line: remembered only to be skipped
+            continue
+        src.append(toks[0])
+        dst.append(toks[1])
+        lines.append(no)
+    lines = [x for x in lines if x > 0]
+    if not src:
+        raise InputFileError(name, "no pairs to score (the input is empty or only comments).")
+    return src, dst, lines, name
+
+
+def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, out=None, log=None) -> dict:
+    """``gaescale topk``: the ``k`` most likely new links of every node of a run (or of ``nodes``, given by
+    their original ids), keyed by the original ids. With ``out`` (.tsv/.csv/.parquet) the table is written
+    atomically. Returns the columns ``node, rank, candidate, score`` (inner product), ``probability``."""
+    from .rundir import Run
+    run = run if isinstance(run, Run) else Run.open(run)
+    if out is not None:
+        out = check_table_path(out, "topk")
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ParameterError("k", "topk", "an int >= 1", k)
+    if run.decoder == "hadamard":
+        raise ParameterError("decoder", "topk", "'bias' or 'inner' (a bilinear decoder, whose exact top-k scan prunes "
+                                               "by length); score candidate pairs of this hadamard run with "
+                                               "'gaescale score'", "hadamard")
+    queries = None if nodes is None else run.rows(list(nodes), "--nodes")
+    graph = run.graph() if exclude_existing else None
+    z, metric = run.logits_form()
+    scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric)
+    q = np.arange(run.embeddings.shape[0]) if queries is None else queries
+    ok = cand >= 0
+    ids = run.node_ids
+    table = {"node": ids[np.repeat(q, ok.sum(1))], "rank": np.nonzero(ok)[1] + 1, "candidate": ids[cand[ok]],
+             "score": scores[ok], "probability": 1.0 / (1.0 + np.exp(-scores[ok].astype(np.float64)))}
+    if out is not None:
+        write_table(out, table)
+        if log:
+            log(f"wrote {ok.sum():,} links of {q.size:,} nodes to {out}")
+    return table
+
+
+def score_pairs(run, pairs: str, *, out=None) -> dict:
+    """``gaescale score``: ``sigmoid(z_u . z_v)`` of the id pairs in the file ``pairs`` (``-``: stdin).
+    Writes a table (``source, target, score, probability``) to ``out`` or, without it, returns it."""
+    from ..training.evaluate import pair_scores
+    from .rundir import Run
+    run = run if isinstance(run, Run) else Run.open(run)
+    if out is not None:
+        out = check_table_path(out, "score")
+    src, dst, lines, name = read_pairs(pairs)
+    line_of = lines.__getitem__
+    rows = np.stack([run.rows(src, name, line_of=line_of, field="source"),
+                     run.rows(dst, name, line_of=line_of, field="target")])
+    z, metric = run.logits_form()
+    s = pair_scores(z, rows, metric=metric, decoder=run.pair_decoder())
+    table = {"source": np.array(src, dtype=object), "target": np.array(dst, dtype=object), "score": s,
+             "probability": 1.0 / (1.0 + np.exp(-s))}
+    if out is not None:
+        write_table(out, table)
+    return table

@@ -1,0 +1,159 @@
+"""Reading a finished run directory (the ``--out`` of ``gaescale train``) back: embeddings keyed by
+the user's ids, the graph, the held-out pairs and the metrics. Used by ``topk``, ``score`` and ``report``.
+
+Layout (every file written atomically by :mod:`gaescale.pipeline`)::
+
+    embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
+    node_bias.npy   (N,) float32, with --decoder bias: the logit of (i, j) is z_i . z_j + b_i + b_j
+    nodes.tsv       original node ids, one per line
+    graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR; or
+    graph.json      {"prepared": DIR} when the run trained on a 'gaescale prepare' directory (relative to the
+                    run: its own copy, OUT/prepared)
+    heldout.npz     val_pos, val_neg, test_pos, test_neg: (2, P) int64 node indices
+    metrics.json    test/val AUC and AP, Hits@K, MRR, per-epoch history
+    config.json, model.pt, checkpoints/
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import RunDirError
+from ..graph import Graph
+
+
+@dataclass
+class Run:
+    path: Path
+
+    @classmethod
+    def open(cls, path) -> "Run":
+        p = Path(path)
+        if not p.is_dir():
+            raise RunDirError(f"{p}: no such run directory; pass the --out directory of a finished 'gaescale train'.")
+        for name in ("embeddings.npy", "nodes.tsv"):
+            if not (p / name).is_file():
+                raise RunDirError(f"{p}: not a finished gaescale run ({name} is missing); "
+                                  "pass the --out directory of a finished 'gaescale train'.")
+        run = cls(p)
+        if run.node_ids.size != run.embeddings.shape[0]:
+            raise RunDirError(f"{p / 'nodes.tsv'}: has {run.node_ids.size} ids but embeddings.npy has "
+                              f"{run.embeddings.shape[0]} rows; the run directory is inconsistent.")
+        return run
+
+    @cached_property
+    def node_bias(self) -> np.ndarray | None:
+        """``(N,)`` float32 per-node biases of a ``--decoder bias`` run, else None."""
+        if not (self.path / "node_bias.npy").is_file():
+            return None
+        try:
+            b = np.load(self.path / "node_bias.npy", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise RunDirError(f"{self.path / 'node_bias.npy'}: not a readable .npy array ({exc}).") from None
+        if b.shape != (self.embeddings.shape[0],):
+            raise RunDirError(f"{self.path / 'node_bias.npy'}: expected shape ({self.embeddings.shape[0]},), one bias "
+                              f"per row of embeddings.npy; got {b.shape}. The run directory is inconsistent.")
+        return b.astype(np.float32, copy=False)
+
+    def logits_form(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(z', metric)`` whose logits ``z'_u^T diag(metric) z'_v`` are the run's decoder's (:mod:`gaescale.models`):
+        the embeddings and None, or with ``--decoder bias`` :func:`gaescale.models.with_bias` and its signs."""
+        from ..models import bias_metric, with_bias
+        z = torch.from_numpy(np.ascontiguousarray(self.embeddings, dtype=np.float32))
+        if self.node_bias is None:
+            return z, None
+        z = with_bias(z, torch.from_numpy(self.node_bias))
+        return z, bias_metric(z.shape[1])
+
+    @property
+    def decoder(self) -> str | None:
+        """The run's ``--decoder`` (None for a directory without config.json)."""
+        return self.config().get("decoder") if (self.path / "config.json").is_file() else None
+
+    def pair_decoder(self):
+        """The trained pair decoder of a ``--decoder hadamard`` run (:class:`gaescale.models.HadamardMLP`, from
+        model.pt), else None."""
+        if self.decoder != "hadamard":
+            return None
+        from ..models import HadamardMLP
+        state = torch.load(self._file("model.pt"), weights_only=True)["state_dict"]
+        own = {k[len("pair_decoder."):]: v for k, v in state.items() if k.startswith("pair_decoder.")}
+        if "hidden.weight" not in own:
+            raise RunDirError(f"{self.path / 'model.pt'}: holds no pair decoder, but config.json says "
+                              "decoder='hadamard'; the run directory is inconsistent.")
+        decoder = HadamardMLP(own["hidden.weight"].shape[1], own["hidden.weight"].shape[0])
+        decoder.load_state_dict(own)
+        return decoder.eval()
+
+    def _file(self, name: str) -> Path:
+        f = self.path / name
+        if not f.is_file():
+            raise RunDirError(f"{self.path}: {name} is missing; it is written by 'gaescale train' "
+                              "at the end of a run: train again (or resume) to create it.")
+        return f
+
+    @cached_property
+    def embeddings(self) -> np.ndarray:
+        """``(N, d)`` float32."""
+        try:
+            z = np.load(self._file("embeddings.npy"), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise RunDirError(f"{self.path / 'embeddings.npy'}: not a readable .npy array ({exc}).") from None
+        if z.ndim != 2 or not np.issubdtype(z.dtype, np.floating):
+            raise RunDirError(f"{self.path / 'embeddings.npy'}: expected a 2-D float array. "
+                              f"Got shape {z.shape}, dtype {z.dtype}.")
+        return np.ascontiguousarray(z, dtype=np.float32)
+
+    @cached_property
+    def node_ids(self) -> np.ndarray:
+        """``(N,)`` the original ids from nodes.tsv: int64 when every line is an integer written canonically
+        (so ``007`` stays text), else str objects."""
+        text = self._file("nodes.tsv").read_text()
+        ids = np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
+        try:
+            as_int = ids.astype(np.int64)
+        except (ValueError, OverflowError):
+            return ids
+        return as_int if all(str(i) == s for i, s in zip(as_int.tolist(), ids)) else ids
+
+    @cached_property
+    def _row_of(self) -> dict[str, int]:
+        return {str(s): i for i, s in enumerate(self.node_ids.tolist())}
+
+    def rows(self, ids, source: str, *, line_of=None, field: str | None = None) -> np.ndarray:
+        """Rows ``(k,)`` int64 of the given original ids (compared as text); an unknown id is an error that
+        names ``source`` (and its line, through ``line_of(i)``)."""
+        from ..errors import InputFileError
+        row_of = self._row_of
+        out = np.empty(len(ids), np.int64)
+        for i, v in enumerate(ids):
+            r = row_of.get(str(v))
+            if r is None:
+                raise InputFileError(source, f"node id {str(v)!r} is not in the run ({self.path / 'nodes.tsv'}).",
+                                     line=line_of(i) if line_of else None, field=field)
+            out[i] = r
+        return out
+
+    def graph(self) -> Graph:
+        ref = self.path / "graph.json"
+        if ref.is_file() and not (self.path / "graph.npz").is_file():
+            from ..data.prepare import open_prepared
+            return open_prepared(self.path / json.loads(ref.read_text())["prepared"]).graph  # relative: the run's own copy
+        with np.load(self._file("graph.npz"), allow_pickle=False) as g:
+            indptr, indices = g["indptr"], g["indices"]
+        return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1))
+
+    def heldout(self) -> dict[str, np.ndarray]:
+        with np.load(self._file("heldout.npz"), allow_pickle=False) as h:
+            return {k: h[k] for k in h.files}
+
+    def metrics(self) -> dict:
+        return json.loads(self._file("metrics.json").read_text())
+
+    def config(self) -> dict:
+        return json.loads(self._file("config.json").read_text())

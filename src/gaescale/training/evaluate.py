@@ -1,0 +1,237 @@
+"""Link-prediction metrics on held-out pairs: ROC AUC and AP, OGB-style Hits@K and MRR, and the exact
+filtered ranking (each held-out edge against every node, known edges removed; OGB / PyKEEN style)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..devices import index_on
+from ..graph import Graph, neighbour_pairs, sorted_unique
+from ..models import decode, query_side
+
+
+def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, metric: torch.Tensor | None = None,
+                decoder=None) -> np.ndarray:
+    """Inner products ``z_u . z_v`` (logits) of ``pairs: (2, P)``, as float64 ``(P,)``, in chunks. Every function
+    here takes ``metric: (d,)``, the signs of the logits of a per-node bias decoder, or ``decoder(zu, zv) -> s``,
+    a pair decoder such as :class:`gaescale.models.HadamardMLP` (:mod:`gaescale.models`)."""
+    out = np.empty(pairs.shape[1], np.float64)
+    with torch.no_grad():
+        for s in range(0, pairs.shape[1], chunk):
+            p = index_on(pairs[:, s:s + chunk], z)
+            logits = decode(z, p, metric) if decoder is None else decoder(z[p[0]], z[p[1]])
+            out[s:s + chunk] = logits.double().cpu().numpy()
+    return out
+
+
+def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None,
+                decoder=None) -> tuple[float, float]:
+    """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
+    # imported here, not at the top: scikit-learn (scipy.stats, pandas) takes ~3 s to import, which every
+    # process of every command paid, though only the one that evaluates needs it
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    s = np.concatenate([pair_scores(z, pos, metric=metric, decoder=decoder),
+                        pair_scores(z, neg, metric=metric, decoder=decoder)])
+    y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
+    return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
+
+
+def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, ks=(20, 50, 100)) -> dict[str, float]:
+    """OGB ``ogbl-collab`` style: the share of positives scoring above the K-th best of the shared
+    negatives. A K larger than the number of negatives is left out."""
+    out = {}
+    for k in ks:
+        if neg_scores.size >= k:
+            kth = np.partition(neg_scores, neg_scores.size - k)[neg_scores.size - k]
+            out[f"hits@{k}"] = float(np.mean(pos_scores > kth))
+    return out
+
+
+def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int = 0,
+        chunk: int = 65536, max_positives: int = 100_000, metric: torch.Tensor | None = None,
+        decoder=None) -> dict[str, float]:
+    """OGB ``ogbl-citation2`` style: each positive ``(u, v)`` of ``pos: (2, P)`` is ranked against
+    ``num_negatives`` pairs ``(u, w)`` with ``w`` uniform over all nodes (unfiltered, as in OGB); ties
+    count half (OGB's mean of the optimistic and pessimistic rank). Returns the mean reciprocal rank and
+    Hits@1/3/10 of those ranks, over at most ``max_positives`` positives drawn uniformly (ogbl-citation2
+    ranks 86,000; a 10M-node graph's 6M test edges would take minutes for the same precision), and
+    ``mrr_positives``, how many were ranked."""
+    rng = np.random.default_rng(seed)
+    pos = sample_positives(pos, max_positives, rng)
+    n = z.shape[0]
+    ranks = np.empty(pos.shape[1], np.float64)
+    zq = query_side(z, metric)
+    with torch.no_grad():
+        for s in range(0, pos.shape[1], chunk):
+            zu = zq[index_on(pos[0, s:s + chunk], z)]
+            score = (lambda zv: (zu * zv).sum(1)) if decoder is None else (lambda zv: decoder(zu, zv))  # noqa: E731
+            p = score(z[index_on(pos[1, s:s + chunk], z)])
+            above = torch.zeros(zu.shape[0], dtype=torch.float64, device=z.device)
+            for _ in range(num_negatives):  # one negative per positive at a time: memory O(chunk * d)
+                q = score(z[index_on(rng.integers(0, n, zu.shape[0]), z)])
+                above += (q > p).double() + 0.5 * (q == p).double()
+            ranks[s:s + chunk] = (1 + above).cpu().numpy()
+    res = {"mrr": float(np.mean(1.0 / ranks)), "mrr_positives": int(ranks.size)} if ranks.size else {}
+    for k in (1, 3, 10):
+        if ranks.size:
+            res[f"mrr_hits@{k}"] = float(np.mean(ranks <= k))
+    return res
+
+
+def sample_positives(pos: np.ndarray, max_positives: int, rng: np.random.Generator) -> np.ndarray:
+    """At most ``max_positives`` columns of ``pos: (2, P)``, drawn uniformly without replacement by ``rng``
+    and kept in their order (all of ``pos``, and no draw, when ``P <= max_positives``)."""
+    if pos.shape[1] > max_positives:
+        pos = pos[:, np.sort(rng.choice(pos.shape[1], max_positives, replace=False))]
+    return pos
+
+
+def known_lookup(known, num_nodes: int):
+    """``known`` as a function ``q: (b,) -> (rows, nodes)``, every known neighbour ``nodes[i]`` of ``q[rows[i]]``
+    (repeats allowed). ``known``: such a function, None, or a :class:`Graph`, a ``(2, K)`` array of undirected
+    pairs, or a list of those (the arrays are merged into one graph, built once)."""
+    if callable(known):
+        return known
+    items = [] if known is None else [known] if isinstance(known, (Graph, np.ndarray)) else list(known)
+    graphs = [k for k in items if isinstance(k, Graph)]
+    arrays = [np.asarray(k, np.int64).reshape(2, -1) for k in items if not isinstance(k, Graph)]
+    if arrays:
+        graphs.append(Graph.from_edge_index(np.concatenate(arrays, axis=1), num_nodes))
+
+    def lookup(q):
+        parts = [neighbour_pairs(g, q) for g in graphs]
+        return (np.concatenate([np.empty(0, np.int64)] + [r for r, _ in parts]),
+                np.concatenate([np.empty(0, np.int64)] + [n for _, n in parts]))
+    return lookup
+
+
+def filtered_pairs(lookup, u: np.ndarray, v: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, nodes)``, each pair once: the nodes left out of the ranking of query ``(u[r], v[r])`` -- ``u``
+    itself, its known neighbours and the target ``v`` (which the rank counts apart)."""
+    rows, nodes = lookup(u)
+    r, n = np.arange(u.size, dtype=np.int64), np.int64(num_nodes)
+    key = sorted_unique(np.concatenate([np.asarray(rows, np.int64) * n + np.asarray(nodes, np.int64),
+                                        r * n + u, r * n + v]))
+    return key // n, key % n
+
+
+def filtered_ranks(above, tied, rows, scores, hi, lo) -> np.ndarray:
+    """``(b,)`` float64 ranks ``1 + above + tied / 2`` of the targets, from counts ``above`` (score ``> hi``) and
+    ``tied`` (``lo <= score <= hi``) over all N candidates, less those of the left-out ``(rows, scores)``."""
+    b = above.size
+    a = scores > hi[rows]
+    t = (scores >= lo[rows]) & ~a
+    return (1.0 + above - np.bincount(rows[a], minlength=b)
+            + 0.5 * (tied - np.bincount(rows[t], minlength=b)))
+
+
+def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
+    """``filtered_mrr``, ``filtered_hits@K`` and ``filtered_positives`` of ``ranks: (P,)``; empty when P = 0."""
+    if not ranks.size:
+        return {}
+    out = {"filtered_mrr": float(np.mean(1.0 / ranks))}
+    out.update({f"filtered_hits@{k}": float(np.mean(ranks <= k)) for k in ks})
+    out["filtered_positives"] = int(ranks.size)
+    return out
+
+
+def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
+                     block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
+                     metric: torch.Tensor | None = None, decoder=None) -> dict[str, float]:
+    """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
+
+    Each of at most ``max_positives`` edges ``(u, v)`` (drawn by :func:`sample_positives`) is ranked from ``u``:
+    ``rank = 1 + #{w: s_uw > s_uv} + #{w: s_uw = s_uv} / 2`` over the candidates ``w`` other than ``u``, ``v``
+    and the known neighbours of ``u`` (``known``, see :func:`known_lookup`), ``s_uw = z_u . z_w`` in float64.
+    Scores within float64 rounding of ``s_uv`` (``8 d eps |z_u| max|z|``) count as tied, so that ``v`` ties
+    itself however the product was summed. Returns ``filtered_mrr``, ``filtered_hits@K`` for ``K`` in ``ks``
+    and ``filtered_positives``; ``{}`` without positives. Never N x N: memory ``O(N d + batch * block)``
+    (2 MiB score tiles by default);
+    nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
+    are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed. With a pair
+    ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`."""
+    pos = sample_positives(np.asarray(pos, np.int64), max_positives, np.random.default_rng(seed))
+    if not pos.shape[1]:
+        return {}
+    if decoder is not None:
+        return decoder_ranking(decoder, z, pos, known, block=block, ks=ks, batch=batch)
+    lookup = known_lookup(known, z.shape[0])
+    ranks = np.empty(pos.shape[1], np.float64)
+    with torch.no_grad():
+        z = z.detach().double()
+        zq = query_side(z, metric)
+        n, d = z.shape
+        norms = z.norm(dim=1)
+        order = torch.argsort(norms, descending=True, stable=True)
+        zs, bucket_max = z[order], norms[order][::block]
+        slack = 8 * d * np.finfo(np.float64).eps * float(norms.max())
+        for s in range(0, pos.shape[1], batch):
+            u, v = pos[0, s:s + batch], pos[1, s:s + batch]
+            zu = zq[index_on(u, z)]
+            thr = (zu * z[index_on(v, z)]).sum(1)
+            tol = slack * zu.norm(dim=1)
+            hi, lo = thr + tol, thr - tol
+            above, tied = _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats)
+            rows, nodes = filtered_pairs(lookup, u, v, n)
+            fs = (zu[index_on(rows, z)] * z[index_on(nodes, z)]).sum(1)
+            ranks[s:s + u.size] = filtered_ranks(above, tied, rows, fs.cpu().numpy(), hi.cpu().numpy(),
+                                                 lo.cpu().numpy())
+    return ranking_summary(ranks, ks)
+
+
+def _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(above, tied)``, ``(b,)`` int64 each: how many of the N scores ``zu @ zs.T`` exceed ``hi`` and lie in
+    ``[lo, hi]``. ``zs`` is sorted by decreasing norm; once ``|z_u| max|z_w|`` of the nodes left is ``tol``
+    (the rounding margin) below ``lo`` none of them counts, once its negative is ``tol`` above ``hi`` all do."""
+    n, b = zs.shape[0], zu.shape[0]
+    qn = zu.norm(dim=1)
+    above = torch.zeros(b, dtype=torch.int64, device=zu.device)
+    tied = torch.zeros(b, dtype=torch.int64, device=zu.device)
+    active = torch.arange(b, device=zu.device)
+    for j in range(bucket_max.numel()):
+        start = j * block
+        bound = qn[active] * bucket_max[j]
+        up = -bound > hi[active] + tol[active]  # every score left is above hi
+        above[active[up]] += n - start
+        active = active[~up & (bound >= lo[active] - tol[active])]  # drop rows whose remaining scores are below lo
+        if not active.numel():
+            break
+        sc = zu[active] @ zs[start:start + block].T
+        if stats is not None:
+            stats["pairs"] = stats.get("pairs", 0) + sc.numel()
+        gt = (sc > hi[active, None]).sum(1)
+        above[active] += gt
+        tied[active] += (sc >= lo[active, None]).sum(1) - gt
+    return above.cpu().numpy(), tied.cpu().numpy()
+
+
+def decoder_ranking(decoder, z: torch.Tensor, pos: np.ndarray, known, *, block: int = 1024, ks=(1, 10, 100),
+                    batch: int = 256) -> dict[str, float]:
+    """:func:`filtered_ranking` of the (already drawn) ``pos: (2, P)`` under a pair ``decoder(zu, zv) -> s``: every
+    query scores all N candidates, ``batch x block`` pairs at a time (memory ``batch * block`` times the decoder's
+    width). Scores within ``1e-5 (1 + |s_uv|)`` of the target's count as tied (float32 rounding of the MLP)."""
+    lookup = known_lookup(known, z.shape[0])
+    ranks = np.empty(pos.shape[1], np.float64)
+    with torch.no_grad():
+        z = z.detach().float()
+        n = z.shape[0]
+        for s in range(0, pos.shape[1], batch):
+            u, v = pos[0, s:s + batch], pos[1, s:s + batch]
+            zu = z[index_on(u, z)]
+            thr = decoder(zu, z[index_on(v, z)]).double()
+            tol = 1e-5 * (1 + thr.abs())
+            hi, lo = thr + tol, thr - tol
+            above = torch.zeros(u.size, dtype=torch.int64)
+            tied = torch.zeros(u.size, dtype=torch.int64)
+            for start in range(0, n, block):
+                zc = z[start:start + block]
+                sc = decoder(zu[:, None, :].expand(-1, zc.shape[0], -1), zc[None].expand(u.size, -1, -1)).double()
+                gt = (sc > hi[:, None]).sum(1)
+                above += gt.cpu()
+                tied += ((sc >= lo[:, None]).sum(1) - gt).cpu()
+            rows, nodes = filtered_pairs(lookup, u, v, n)
+            fs = decoder(zu[index_on(rows, z)], z[index_on(nodes, z)]).double()
+            ranks[s:s + u.size] = filtered_ranks(above.numpy(), tied.numpy(), rows, fs.cpu().numpy(),
+                                                 hi.cpu().numpy(), lo.cpu().numpy())
+    return ranking_summary(ranks, ks)

@@ -1,0 +1,138 @@
+import gzip
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gaescale.errors import InputFileError
+from gaescale.data.features import attach_features
+from gaescale.data.readers import read_edges
+
+
+def _edges_as_id_pairs(el):
+    ids = el.node_ids
+    return sorted((str(ids[u]), str(ids[v])) for u, v in el.edge_index.T)
+
+
+def test_csv_with_header_and_string_ids(tmp_path):
+    f = tmp_path / "e.csv"
+    f.write_text("source,target\nalice,bob\n# a comment\nbob,carol\n\ncarol,alice\n")
+    el = read_edges(f)
+    assert el.num_nodes == 3
+    assert el.node_ids.tolist() == ["alice", "bob", "carol"]  # first appearance: sources, then targets
+    assert _edges_as_id_pairs(el) == [("alice", "bob"), ("bob", "carol"), ("carol", "alice")]
+
+
+def test_whitespace_integer_ids_are_compacted_and_kept(tmp_path):
+    f = tmp_path / "e.txt"
+    f.write_text("# SNAP style\n10\t  20\n20 30   # inline comment\n 30 1000\n")
+    el = read_edges(f)
+    assert el.node_ids.tolist() == [10, 20, 30, 1000]
+    assert el.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
+
+
+def test_tsv_gzip_and_extra_weight_column(tmp_path):
+    f = tmp_path / "e.tsv.gz"
+    with gzip.open(f, "wt") as fh:
+        fh.write("1\t2\t0.5\n2\t3\t1.5\n")
+    el = read_edges(f)
+    assert el.node_ids.tolist() == [1, 2, 3] and el.edge_index.shape == (2, 2)
+
+
+def test_columns_after_the_second_are_ignored_even_when_ragged(tmp_path):
+    f = tmp_path / "e.csv"
+    f.write_text("1,2\n3,4,5\n6,7\n")
+    assert read_edges(f).edge_index.tolist() == [[0, 2, 4], [1, 3, 5]]
+
+
+def test_ids_str_keeps_numeric_looking_ids_as_strings(tmp_path):
+    f = tmp_path / "e.csv"
+    f.write_text("007,7\n7,08\n")
+    el = read_edges(f, ids="str")
+    assert sorted(el.node_ids.tolist()) == ["007", "08", "7"]
+
+
+def test_npy_both_orientations(tmp_path):
+    ei = np.array([[0, 1, 2], [1, 2, 4]])
+    np.save(tmp_path / "a.npy", ei)
+    np.save(tmp_path / "b.npy", ei.T)
+    a, b = read_edges(tmp_path / "a.npy"), read_edges(tmp_path / "b.npy")
+    assert np.array_equal(a.edge_index, ei) and np.array_equal(b.edge_index, ei)
+    assert a.num_nodes == 5 and a.node_ids is None
+
+
+def test_npz_with_features_and_isolated_nodes(tmp_path):
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    np.savez(tmp_path / "g.npz", edge_index=np.array([[0, 1], [1, 2]]), x=x, num_nodes=np.int64(6))
+    el = read_edges(tmp_path / "g.npz")
+    assert el.num_nodes == 6 and np.array_equal(el.x, x)
+
+
+def test_parquet_string_ids(tmp_path):
+    pq.write_table(pa.table({"src": ["a", "b"], "dst": ["b", "c"]}), tmp_path / "e.parquet")
+    el = read_edges(tmp_path / "e.parquet")
+    assert _edges_as_id_pairs(el) == [("a", "b"), ("b", "c")]
+
+
+def test_keyed_feature_table_aligns_by_id_and_adds_isolated_nodes(tmp_path):
+    e = tmp_path / "e.csv"
+    e.write_text("b,a\nc,b\n")
+    feats = tmp_path / "f.csv"
+    feats.write_text("id,f1,f2\na,1,10\nb,2,20\nc,3,30\nd,4,40\n")
+    el = attach_features(read_edges(e), feats)
+    assert el.node_ids.tolist() == ["b", "c", "a", "d"]
+    assert el.x.tolist() == [[2, 20], [3, 30], [1, 10], [4, 40]]
+    assert el.num_nodes == 4
+
+
+def test_npy_features_with_integer_ids_use_id_as_row(tmp_path):
+    e = tmp_path / "e.txt"
+    e.write_text("3 1\n1 0\n")
+    np.save(tmp_path / "x.npy", np.arange(5, dtype=np.float32)[:, None] * 10)
+    el = attach_features(read_edges(e), tmp_path / "x.npy")
+    assert el.num_nodes == 5 and el.node_ids.tolist() == [0, 1, 2, 3, 4]
+    assert sorted(map(tuple, el.edge_index.T.tolist())) == [(1, 0), (3, 1)]
+    assert el.x[:, 0].tolist() == [0, 10, 20, 30, 40]
+
+
+def test_parquet_features(tmp_path):
+    e = tmp_path / "e.csv"
+    e.write_text("x,y\n")
+    e.write_text("u,v\n5,6\n")
+    pq.write_table(pa.table({"node": [6, 5], "f": [0.5, 1.5]}), tmp_path / "f.parquet")
+    el = attach_features(read_edges(e), tmp_path / "f.parquet")
+    assert el.node_ids.tolist() == [5, 6] and el.x[:, 0].tolist() == [1.5, 0.5]
+
+
+def test_long_string_id_file_read_in_chunks(tmp_path):
+    """pandas parses long files in chunks; ids must map the same across them."""
+    n = 300_000
+    f = tmp_path / "e.csv"
+    f.write_text("".join(f"u{i},u{(i * 7 + 1) % n}\n" for i in range(n)))
+    el = read_edges(f)
+    assert el.num_nodes == n and el.edge_index.shape == (2, n)
+    ids = el.node_ids
+    assert ids[el.edge_index[0, 12345]] == "u12345" and ids[el.edge_index[1, 12345]] == f"u{(12345 * 7 + 1) % n}"
+    assert ids[el.edge_index[0, -1]] == f"u{n - 1}"
+
+
+def test_string_id_with_a_tab_is_refused(tmp_path):
+    pq.write_table(pa.table({"src": ["a\tb", "c"], "dst": ["c", "d"]}), tmp_path / "e.parquet")
+    with pytest.raises(InputFileError, match=r"e.parquet: node id 'a\\tb' contains a tab or line break"):
+        read_edges(tmp_path / "e.parquet")
+
+
+@pytest.mark.parametrize("content,match", [
+    ("1,2\n3\n", "line 2: expected at least 2 columns"),
+    ("1 2\n2 3\n4 x\n", "line 3, field 'target': expected an integer node id. Got 'x'"),
+    ("1 2\n2 3.5\n", "line 2, field 'target': node id 3.5 is not an integer"),
+    ("# only a comment\n\n", "no data lines"),
+    ("source,target\n", "no edges"),
+])
+def test_bad_text_edge_lists_name_the_line(tmp_path, content, match):
+    f = tmp_path / "bad.csv"
+    f.write_text(content)
+    with pytest.raises(InputFileError, match=match) as exc:
+        read_edges(f)
+    assert str(exc.value).startswith(str(f)) and "\n" not in str(exc.value)

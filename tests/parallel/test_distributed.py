@@ -1,0 +1,498 @@
+"""Data-parallel training on torch.distributed (gloo on 127.0.0.1), through torchrun as a user runs it."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from gaescale.data.synthetic import community_graph
+
+from conftest import free_port
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ddp")
+    data = community_graph(2000, 10_000, seed=4)
+    f = d / "e.npz"
+    np.savez(f, edge_index=data.edge_index, x=data.x)
+    return f
+
+
+def _train(edges, out, *launcher, extra=(), timeout=240):
+    cmd = [*launcher, "-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16", "--dim", "8",
+           "--epochs", "6", "--eval-every", "2", "--quiet", "--no-report", "--threads", "1", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+@pytest.mark.parametrize("loss,rtol", [([], 1e-5), (["--loss", "weighted-bce", "--dense", "exact"], 1e-5),
+                                       (["--loss", "linear-mse", "--dense", "closed"], 1e-5),
+                                       (["--precision", "fp16", "--variational"], 2e-3)],
+                         ids=["sampled", "exact", "closed", "fp16-vgae"])
+def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_path, loss, rtol):
+    # 8,500 training edges: the 8,500 sampled pairs split evenly, so both runs score the very same pairs;
+    # the exact dense term's tiles split by row block, the closed form's value by 2. In fp16 each rank's
+    # half-precision backward rounds its own share: agreement to rounding, not to float32's digits.
+    one = _train(edges, tmp_path / "one", sys.executable, extra=loss)
+    two = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), extra=loss)
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "two"))
+    assert (m1["processes"], m2["processes"]) == (1, 2)
+    np.testing.assert_allclose([h["loss"] for h in m2["history"]], [h["loss"] for h in m1["history"]], rtol=rtol)
+    p1, p2 = (torch.load(tmp_path / r / "model.pt", weights_only=True)["state_dict"] for r in ("one", "two"))
+    for k in p1:
+        torch.testing.assert_close(p2[k], p1[k], rtol=10 * rtol, atol=1e-5 if rtol < 1e-4 else 1e-3)
+    z1, z2 = (np.load(tmp_path / r / "embeddings.npy") for r in ("one", "two"))
+    np.testing.assert_allclose(z2, z1, rtol=100 * rtol, atol=1e-4 if rtol < 1e-4 else 1e-2)
+    # only rank 0 wrote: one set of outputs, no rank's leftovers
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+
+
+def _two_hosts(tmp_path, edges, outs, *extra, nproc=(1, 2), host1_edges=None):
+    """Two torchrun launchers on 127.0.0.1 (``--nnodes 2``, ``nproc`` processes each) training with
+    neighbour sampling (or the ``--strategy`` of ``extra``, the flags of each host); host 1 is given a path
+    where it has no file (or ``host1_edges``). Returns the launchers' exit codes and stderr."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    procs = [subprocess.Popen(
+        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(host), "--nproc-per-node", str(nproc[host]), "--rdzv-backend",
+         "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "gaescale-hosts", "-m", "gaescale", "train",
+         str(edges if host == 0 else host1_edges or tmp_path / "missing.npz"), "--out", str(outs[host]),
+         "--strategy", "neighbor", "--hidden", "16", "--dim", "8", "--epochs", "2", "--no-report", "--threads", "1",
+         *(extra[host] if extra else ())],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for host in (0, 1)]
+    errs = [p.communicate(timeout=240)[1] for p in procs]
+    return [p.returncode for p in procs], errs
+
+
+def test_two_hosts_rendezvous_and_train_like_one_process_though_host_1_has_no_edge_list(edges, tmp_path):
+    """Full batch replicates the graph: rank 0 alone reads the edge list and sends the others its CSR and
+    features, and the two hosts' run updates as one process does (the same random split, on every rank)."""
+    one = _train(edges, tmp_path / "one", sys.executable, extra=["--epochs", "2"])
+    assert one.returncode == 0, one.stderr
+    codes, errs = _two_hosts(tmp_path, edges, [tmp_path / "h0", tmp_path / "h1"], *[["--strategy", "full"]] * 2,
+                             nproc=(1, 1))
+    assert not any(codes), errs
+    assert "sent the graph and the features to the other processes (1), which do not read" in errs[0], errs[0][-2000:]
+    m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "h0"))
+    assert (m2["processes"], m2["strategy"], m2["test_auc"] is not None) == (2, "full", True)
+    np.testing.assert_allclose([h["loss"] for h in m2["history"]], [h["loss"] for h in m1["history"]], rtol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "h0" / "embeddings.npy"), np.load(tmp_path / "one" / "embeddings.npy"),
+                               rtol=1e-3, atol=1e-4)
+    assert not (tmp_path / "h1").exists()  # rank 1 wrote nothing, and needed no copy
+
+
+@pytest.mark.parametrize("case", ["own-disk", "shared-disk", "blocked"])
+def test_rank_0_alone_reads_the_edge_list_and_sends_its_copy_to_hosts_that_do_not_see_it(edges, tmp_path, case):
+    """Host 1 is given a path where it has no file: only rank 0 reads the edge list. ``own-disk``: each host
+    writes to its own OUT (as on its own disk), so host 1 does not see rank 0's OUT/prepared: its first
+    process (rank 1) receives a copy while rank 2 waits. ``shared-disk``: both write to one OUT, and host 1
+    maps rank 0's copy. ``blocked``: host 1's OUT/prepared is a file of the user's: every rank stops, and
+    rank 1 names it."""
+    outs = [tmp_path / "host0", tmp_path / ("host0" if case == "shared-disk" else "host1")]
+    if case == "blocked":
+        outs[1].mkdir()
+        (outs[1] / "prepared").write_text("mine")
+    codes, errs = _two_hosts(tmp_path, edges, outs)
+    if case == "blocked":
+        assert all(codes)
+        assert f"gaescale: error (rank 1): {outs[1] / 'prepared'}: exists but is not a copy" in errs[1], errs[1][-2000:]
+        assert "gaescale: error (rank 0): rank 1 failed to make" in errs[0], errs[0][-2000:]
+        assert (outs[1] / "prepared").read_text() == "mine"
+        assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # no partial copy left behind
+        return
+    assert not any(codes), errs
+    assert json.loads((tmp_path / "host0" / "metrics.json").read_text())["processes"] == 3
+    if case == "shared-disk":
+        assert "sent to" not in errs[0], errs[0][-2000:]
+        return
+    assert "sent to ranks [1], whose hosts do not see it" in errs[0], errs[0][-2000:]
+    for name in ("graph.json", "indptr.npy", "indices.npy", "nodes.tsv", "x.npy"):
+        assert (outs[0] / "prepared" / name).read_bytes() == (outs[1] / "prepared" / name).read_bytes()
+    assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # rank 0 alone writes outputs
+
+
+def test_hosts_without_a_shared_disk_resume_from_rank_0s_checkpoint(edges, tmp_path):
+    """Rank 0 reads the checkpoint and sends it: host 1 has none in its own OUT, and the resumed run
+    continues every rank where it stopped (the losses of an uninterrupted run, bit for bit)."""
+    ckpt = ["--checkpoint-every", "1", "--batch-size", "2048", "--fanouts", "5,5"]
+    runs = {}
+    for name, epochs, resume in (("whole", "4", []), ("part", "2", []), ("part", "4", ["--resume"])):
+        outs = [tmp_path / name, tmp_path / f"{name}-host1"]
+        codes, errs = _two_hosts(tmp_path, edges, outs, *[[*ckpt, "--epochs", epochs, *resume]] * 2, nproc=(1, 1))
+        assert not any(codes), errs
+        runs[name] = json.loads((outs[0] / "metrics.json").read_text())["history"]
+        assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]  # no checkpoint where rank 1 is
+    assert len(runs["part"]) == 4
+    assert [h["loss"] for h in runs["part"]] == [h["loss"] for h in runs["whole"]]
+
+
+@pytest.mark.parametrize("where", ["host 0", "host 1", "both, other graphs"])
+def test_a_prepared_directory_on_host_0_alone_is_sent_to_the_other(edges, tmp_path, where):
+    """Rank 0 maps a directory of 'gaescale prepare' that host 1 does not have: host 1 receives a copy into
+    its own OUT/prepared. The other way round (rank 0 has an edge list where host 1 has a prepared
+    directory) the ranks would read different inputs: every rank stops; so they do when each host has a
+    prepared directory, of another graph."""
+    from gaescale.data.prepare import prepare
+    prepare(edges, tmp_path / "g")
+    outs = [tmp_path / "h0", tmp_path / "h1"]
+    if where == "both, other graphs":
+        data = np.load(edges)
+        np.savez(tmp_path / "fewer.npz", edge_index=data["edge_index"][:, 1:], x=data["x"])
+        prepare(tmp_path / "fewer.npz", tmp_path / "g1")
+        codes, errs = _two_hosts(tmp_path, tmp_path / "g", outs, nproc=(1, 1), host1_edges=tmp_path / "g1")
+        assert all(codes)
+        assert f"gaescale: error (rank 0): rank 1 maps a graph at {tmp_path / 'g1'} that is not rank 0's" in errs[0], errs[0][-2000:]
+        assert "9,999 edges" in errs[0]
+        return
+    if where == "host 1":
+        codes, errs = _two_hosts(tmp_path, edges, outs, nproc=(1, 1), host1_edges=tmp_path / "g")
+        assert all(codes)
+        assert "gaescale: error (rank 0): rank 1 sees a directory of 'gaescale prepare'" in errs[0], errs[0][-2000:]
+        assert f"gaescale: error (rank 1): {tmp_path / 'g'}: is a directory of 'gaescale prepare'" in errs[1]
+        return
+    codes, errs = _two_hosts(tmp_path, tmp_path / "g", outs, nproc=(1, 2))
+    assert not any(codes), errs
+    assert f"sent {tmp_path / 'g'} to ranks [1], whose hosts do not see it" in errs[0], errs[0][-2000:]
+    for name in ("indptr.npy", "indices.npy", "nodes.tsv", "x.npy"):
+        assert (tmp_path / "g" / name).read_bytes() == (outs[1] / "prepared" / name).read_bytes()
+    assert json.loads((outs[0] / "graph.json").read_text()) == {"prepared": str(tmp_path / "g")}
+    assert sorted(p.name for p in outs[1].iterdir()) == ["prepared"]
+
+
+def test_ranks_started_with_other_settings_stop_before_any_work(edges, tmp_path):
+    codes, errs = _two_hosts(tmp_path, edges, [tmp_path / "h0", tmp_path / "h1"], ["--lr", "0.01"], ["--lr", "0.02"],
+                             nproc=(1, 1), host1_edges=edges)
+    assert all(codes)
+    assert ("gaescale: error (rank 0): rank 1 was started with other settings than rank 0: lr 0.02 (rank 0: 0.01)"
+            in errs[0]), errs[0][-2000:]
+    assert not (tmp_path / "h0").exists()  # nothing written
+
+
+@pytest.mark.parametrize("strategy", ["neighbor", "full"])
+def test_a_malformed_edge_list_read_by_rank_0_stops_every_rank_naming_its_line(tmp_path, strategy):
+    """Rank 0 alone reads the edge list: to prepare the run's copy (neighbour sampling) or to send its graph
+    (full batch)."""
+    bad = tmp_path / "e.csv"
+    bad.write_text("0,1\n1,2\n2\n")
+    t = time.time()
+    run = _train(bad, tmp_path / "run", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                 extra=["--strategy", strategy])
+    assert run.returncode != 0 and time.time() - t < 60, run.stderr
+    assert f"gaescale: error (rank 0): {bad}, line 3: expected at least 2 columns" in run.stderr, run.stderr[-2000:]
+    assert "gaescale: error (rank 1): rank 0 failed to make" in run.stderr
+    assert not (tmp_path / "run" / "prepared").exists()  # nothing half-written
+
+
+def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
+    out = tmp_path / "run"
+    launcher = subprocess.Popen(
+        [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "gaescale", "train", str(edges),
+         "--out", str(out), "--hidden", "16", "--dim", "8", "--epochs", "100000", "--eval-every", "100000",
+         "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.time() + 120
+        while not (out / "checkpoints").is_dir() or not any((out / "checkpoints").glob("epoch-*.pt")):
+            assert launcher.poll() is None and time.time() < deadline, "training never started"
+            time.sleep(0.2)
+        workers = [c for c in psutil.Process(launcher.pid).children(recursive=True) if "gaescale" in " ".join(c.cmdline())]
+        assert len(workers) == 2
+        os.kill(workers[-1].pid, signal.SIGKILL)
+        t = time.time()
+        _, err = launcher.communicate(timeout=90)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode != 0 and time.time() - t < 90
+    assert "exitcode" in err and "-9" in err  # torchrun names the rank that died and its signal
+    assert all(not c.is_running() for c in workers if c.pid != workers[-1].pid)
+
+
+def test_a_killed_host_makes_the_other_host_exit_with_a_clear_error(edges, tmp_path):
+    port = str(free_port())
+    out = tmp_path / "run"
+    # static rendezvous: host 0 keeps the store and rank 0, so the survivor and its rank are known
+    launchers = [subprocess.Popen(
+        [*TORCHRUN, "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+         "--master-port", port, "-m", "gaescale", "train", str(edges),
+         "--out", str(out), "--hidden", "16", "--dim", "8", "--epochs", "100000", "--eval-every", "100000",
+         "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for rank in (0, 1)]
+    try:
+        deadline = time.time() + 120
+        while not any((out / "checkpoints").glob("epoch-*.pt")) if (out / "checkpoints").is_dir() else True:
+            assert all(p.poll() is None for p in launchers) and time.time() < deadline, "training never started"
+            time.sleep(0.2)
+        victim = next(c for c in psutil.Process(launchers[1].pid).children(recursive=True)
+                      if "gaescale" in " ".join(c.cmdline()))
+        victim.kill()
+        t = time.time()
+        errs = [p.communicate(timeout=90)[1] for p in launchers]
+    finally:
+        for p in launchers:
+            if p.poll() is None:
+                p.kill()
+    assert time.time() - t < 90 and all(p.returncode != 0 for p in launchers)
+    # the worker on the other host did not hang on the dead peer: it said so in one line and stopped
+    assert "gaescale: error (rank 0): a peer process failed or stopped answering" in errs[0], errs[0][-2000:]
+
+
+def _reference(edges, name, opts, epochs, world=2):
+    """One process computing what ``world`` ranks do: each rank's batches from its own generator, one
+    optimizer step on the mean of their losses (DDP's mean of their gradients)."""
+    from gaescale.config import TrainConfig
+    from gaescale.parallel.runtime import rank_seed
+    from gaescale.graph import Graph
+    from gaescale.data.readers import read_edges
+    from gaescale.run.pipeline import build_model
+    from gaescale.training.samplers import metis_parts
+    from gaescale.data.prepare import is_prepared, open_prepared
+    from gaescale.data.split import split_edges, split_hashed
+    from gaescale.training.strategies import ClusterGCN, FastGAE, NeighborLinks
+
+    config = TrainConfig(hidden="16", dim=8, strategy=name, val_fraction=0.0, **opts)
+    if is_prepared(edges):  # the memory-mapped graph and its hashed split
+        p = open_prepared(edges)
+        graph, x = split_hashed(p.graph, 0.0, 0.1, seed=0).train_graph(), torch.from_numpy(np.array(p.x))
+    else:
+        data = read_edges(edges)
+        graph = split_edges(Graph.from_edge_index(data.edge_index, data.num_nodes), 0.0, 0.1, seed=0).train_graph()
+        x = torch.from_numpy(data.x.astype(np.float32))
+    torch.manual_seed(0)
+    model = build_model(config, x.shape[1], graph.num_nodes)
+    if name == "cluster":
+        parts = metis_parts(graph, config.cluster_parts, seed=0)
+        strategies = [ClusterGCN(parts, config.clusters_per_batch, rank=r, world_size=world,
+                                 num_parts=config.cluster_parts) for r in range(world)]
+    elif name == "neighbor":
+        strategies = [NeighborLinks(list(config.fanouts), config.batch_size, world_size=world)] * world
+    else:
+        strategies = [FastGAE(config.fastgae_nodes, 1.0)] * world
+    gens = [torch.Generator().manual_seed(rank_seed(0, r)) for r in range(world)]
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    kw = dict(kind="bce", dense="sampled", weighting=None, neg_ratio=1.0)
+    losses = []
+    for _ in range(epochs):
+        steps = [s.steps(model, x, graph, None, g, kw) for s, g in zip(strategies, gens)]
+        per_step = []
+        for ranks in zip(*steps):
+            loss = sum(ranks) / world
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            per_step.append(float(loss.detach()))
+        losses.append(np.mean(per_step))
+    return losses, model.state_dict()
+
+
+@pytest.mark.parametrize("name,flags", [
+    ("cluster", {"cluster_parts": 8, "clusters_per_batch": 2}),
+    ("neighbor", {"batch_size": 1024, "fanouts": "5,5"}),
+    ("fastgae", {"fastgae_nodes": 500}),
+])
+def test_two_processes_of_a_minibatch_strategy_step_on_the_mean_of_their_own_batches(edges, tmp_path, name, flags):
+    cli = [a for k, v in flags.items() for a in ("--" + k.replace("_", "-"), str(v))]
+    run = _train(edges, tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                 extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    # the strategies that partition the graph read the edge list through the run's own prepared copy
+    copy = tmp_path / "two" / "prepared"
+    assert copy.is_dir() == (name != "fastgae")
+    losses, state = _reference(copy if copy.is_dir() else edges, name, flags, 3)
+    assert metrics["history"][0]["steps"] == {"cluster": 2, "neighbor": 5, "fastgae": 1}[name]  # 9,000 edges / (2 x 1,024)
+    np.testing.assert_allclose([h["loss"] for h in metrics["history"]], losses, rtol=1e-5)
+    saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
+    for k in state:
+        torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,flags", [("neighbor", {"batch_size": 1024, "fanouts": "5,5"}),
+                                        ("cluster", {"cluster_parts": 8, "clusters_per_batch": 2})])
+def test_ranks_of_a_prepared_graph_step_like_one_process_holding_it_all(edges, tmp_path, name, flags):
+    """Neighbour sampling: each rank reads and splits only its rows of the prepared graph (rank 0 joins the
+    held-out edges and evaluates), and the batches, drawn from the sharded graph and features, are those of
+    the whole graph. Cluster-GCN: rank 1 splits nothing and cuts its partition from the whole graph, keeping
+    the edges the split's hash trains on. Both step as one process holding the training graph, and hold
+    out the edges of one process's split."""
+    from gaescale.data.prepare import prepare
+    prepare(edges, tmp_path / "g")
+    cli = [a for k, v in flags.items() for a in ("--" + k.replace("_", "-"), str(v))]
+    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                 extra=["--strategy", name, "--val-fraction", "0", "--epochs", "3", *cli])
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    losses, state = _reference(tmp_path / "g", name, flags, 3)
+    np.testing.assert_allclose([h["loss"] for h in metrics["history"]], losses, rtol=1e-5)
+    saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)["state_dict"]
+    for k in state:
+        torch.testing.assert_close(saved[k], state[k], rtol=1e-4, atol=1e-5)
+    if name == "neighbor":  # each rank split its own rows, in memory
+        assert not (tmp_path / "two" / "split").exists()
+    else:  # rank 0's training graph, for METIS; no other rank wrote one
+        assert sorted(p.name for p in (tmp_path / "two" / "split").iterdir()) == ["train_indices.bin"]
+        assert not [p for p in (tmp_path / "two").iterdir() if p.name.startswith(".rank")]
+    one = _train(tmp_path / "g", tmp_path / "one", sys.executable,
+                 extra=["--strategy", name, "--val-fraction", "0", "--epochs", "1", *cli])
+    assert one.returncode == 0, one.stderr
+    held = [np.load(tmp_path / run / "heldout.npz") for run in ("one", "two")]
+    for k in ("test_pos", "test_neg"):
+        assert np.array_equal(held[0][k], held[1][k])
+
+
+def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(edges, tmp_path):
+    """Validation and the outputs come from embeddings that each rank computes for its own nodes (rank 0
+    holds neither the training graph nor the features): they are what one process holding it all computes
+    with the saved (best) weights."""
+    from gaescale.config import TrainConfig
+    from gaescale.training.evaluate import link_scores
+    from gaescale.models import split_bias
+    from gaescale.run.pipeline import build_model
+    from gaescale.data.prepare import open_prepared, prepare
+    from gaescale.data.split import split_hashed
+    prepare(edges, tmp_path / "g")
+    run = _train(tmp_path / "g", tmp_path / "two", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                 extra=["--strategy", "neighbor", "--val-fraction", "0.1", "--epochs", "6", "--eval-every", "1",
+                        "--batch-size", "1024", "--fanouts", "5,5", "--dropout", "0.3",
+                        "--lr", "0.3"])  # high: here the best epoch is not the last, so rank 0's weights must reach rank 1
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    saved = torch.load(tmp_path / "two" / "model.pt", weights_only=True)
+    model = build_model(TrainConfig.from_dict(saved["config"]), saved["in_dim"], saved["num_nodes"])
+    model.load_state_dict(saved["state_dict"])
+    p = open_prepared(tmp_path / "g")
+    z = model.embed(torch.from_numpy(np.array(p.x)), split_hashed(p.graph, 0.1, 0.1, seed=0).train_graph())
+    zs, bias = split_bias(z)  # the default decoder: the embeddings and a bias per node, written apart
+    np.testing.assert_allclose(np.load(tmp_path / "two" / "embeddings.npy"), zs.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "two" / "node_bias.npy"), bias.numpy(), rtol=1e-4, atol=1e-5)
+    held = np.load(tmp_path / "two" / "heldout.npz")
+    best = metrics["history"][metrics["best_epoch"] - 1]
+    m = model.metric(z)
+    assert best["val_auc"] == pytest.approx(link_scores(z, held["val_pos"], held["val_neg"], metric=m)[0], abs=1e-6)
+    assert metrics["test_auc"] == pytest.approx(link_scores(z, held["test_pos"], held["test_neg"], metric=m)[0],
+                                                abs=1e-6)
+
+
+def test_a_resumed_run_of_ranks_with_their_own_batches_continues_every_rank_where_it_stopped(edges, tmp_path):
+    args = ["--strategy", "neighbor", "--batch-size", "2048", "--fanouts", "5,5", "--checkpoint-every", "1"]
+    launch = lambda: [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port())]  # noqa: E731
+    whole = _train(edges, tmp_path / "whole", *launch(), extra=args)
+    part = _train(edges, tmp_path / "part", *launch(), extra=[*args, "--epochs", "3"])
+    rest = _train(edges, tmp_path / "part", *launch(), extra=[*args, "--resume"])
+    for r in (whole, part, rest):
+        assert r.returncode == 0, r.stderr
+    a, b = (json.loads((tmp_path / d / "metrics.json").read_text())["history"] for d in ("whole", "part"))
+    assert [h["loss"] for h in b] == [h["loss"] for h in a]  # bit for bit, rank 1's draws included
+    one = _train(edges, tmp_path / "part", sys.executable, extra=[*args, "--resume", "--epochs", "8"])
+    assert one.returncode == 0, one.stderr  # one process may take over from rank 0, from the run's prepared copy
+    assert json.loads((tmp_path / "part" / "metrics.json").read_text())["prepared"] == str(tmp_path / "part" / "prepared")
+    three = _train(edges, tmp_path / "part", *TORCHRUN, "--nproc-per-node", "3", "--master-port", str(free_port()),
+                   extra=[*args, "--resume", "--epochs", "10"])
+    assert three.returncode != 0 and "resume with as many processes as wrote it" in three.stderr
+
+
+def test_ranks_train_from_a_prepared_graph_each_on_its_own_memory_mapped_split(edges, tmp_path):
+    from gaescale.data.prepare import prepare
+    prepare(edges, tmp_path / "g")
+    runs = {}
+    for k in (1, 2):
+        launcher = [sys.executable] if k == 1 else [*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port())]
+        r = subprocess.run([*launcher, "-m", "gaescale", "train", str(tmp_path / "g"), "--out", str(tmp_path / f"r{k}"),
+                            "--strategy", "cluster", "--cluster-parts", "8", "--clusters-per-batch", "2",
+                            "--hidden", "16", "--dim", "8", "--epochs", "4", "--quiet", "--no-report",
+                            "--threads", "1"], capture_output=True, text=True, env=ENV, timeout=240)
+        assert r.returncode == 0, r.stderr
+        runs[k] = json.loads((tmp_path / f"r{k}" / "metrics.json").read_text())
+    assert runs[2]["processes"] == 2 and runs[2]["history"][0]["steps"] == 2  # 4 parts per rank, 2 per step
+    assert runs[1]["history"][0]["steps"] == 4
+    assert abs(runs[2]["test_auc"] - runs[1]["test_auc"]) < 0.05
+    # rank 1 split the graph into its own scratch copy, gone with the run; only rank 0's outputs remain
+    assert sorted(p.name for p in (tmp_path / "r2").iterdir()) == sorted(p.name for p in (tmp_path / "r1").iterdir())
+    assert sorted(p.name for p in (tmp_path / "r2" / "split").iterdir()) == ["train_indices.bin"]
+
+
+def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp_path):
+    out = tmp_path / "run"
+    args = ["-m", "gaescale", "train", str(edges), "--out", str(out), "--hidden", "16", "--dim", "8",
+            "--strategy", "cluster", "--cluster-parts", "8", "--clusters-per-batch", "2", "--epochs", "100000",
+            "--eval-every", "100000", "--checkpoint-every", "1", "--quiet", "--no-report", "--threads", "1"]
+    launcher = subprocess.Popen([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.time() + 120
+        while len(list((out / "checkpoints").glob("epoch-*.pt")) if (out / "checkpoints").is_dir() else []) < 2:
+            assert launcher.poll() is None and time.time() < deadline, "training never started"
+            time.sleep(0.2)
+        workers = [c for c in psutil.Process(launcher.pid).children(recursive=True) if "gaescale" in " ".join(c.cmdline())]
+        launcher.send_signal(signal.SIGINT)  # Ctrl-C in the terminal that started torchrun
+        t = time.time()
+        launcher.communicate(timeout=90)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode != 0 and time.time() - t < 90
+    psutil.wait_procs(workers, timeout=30)
+    assert not any(c.is_running() for c in workers)  # no rank left behind
+    last = max(int(p.stem.split("-")[1]) for p in (out / "checkpoints").glob("epoch-*.pt"))
+    args[args.index("--epochs") + 1] = str(last + 2)
+    resumed = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), *args, "--resume"],
+                             capture_output=True, text=True, env=ENV, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    history = json.loads((out / "metrics.json").read_text())["history"]
+    assert [h["epoch"] for h in history] == list(range(1, last + 3))  # continued after the last checkpoint
+
+
+def test_rank_0_chooses_the_automatic_strategy_for_every_rank_and_a_failure_stops_them_all(edges, tmp_path):
+    ok = _train(edges, tmp_path / "ok", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                extra=["--strategy", "auto", "--memory-budget", "64", "--epochs", "2"])
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((tmp_path / "ok" / "metrics.json").read_text())["strategy"] == "full"
+    t = time.time()
+    bad = _train(edges, tmp_path / "bad", *TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                 extra=["--strategy", "auto", "--memory-budget", "0.0001", "--epochs", "2"])
+    assert bad.returncode != 0 and time.time() - t < 60  # rank 1 did not wait out the collective timeout
+    assert "gaescale: error (rank 0): The 'memory_budget' parameter of train must be at least" in bad.stderr
+    assert "gaescale: error (rank 1): rank 0 found no strategy that fits" in bad.stderr
+
+
+PATIENCE = """
+import sys, time
+from gaescale.parallel import runtime as distributed
+from gaescale.errors import DistributedError
+group = distributed.from_torchrun(timeout=2, wait_timeout=60)
+if group.rank == 0:
+    time.sleep(5)  # rank 0's own work (METIS, evaluation): longer than the 2 s timeout
+assert distributed.from_main(True, waiting=True)  # the others waited for it
+import numpy as np
+from gaescale.graph import Graph
+from gaescale.parallel.shards import partition
+path = Graph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), 4)
+if group.rank == 0:
+    time.sleep(5)  # rank 0 splits the whole graph while the others wait to gather the training degrees
+assert partition(group, path, path, None)[0].indptr.tolist() == path.indptr.tolist()
+if group.rank == 0:
+    time.sleep(5)
+try:
+    distributed.from_main(True)  # every rank is expected at once: rank 1 gives up after 2 s
+    print(f"rank {group.rank}: no timeout")
+except DistributedError as exc:
+    print(f"rank {group.rank}: {exc}")
+"""
+
+
+def test_ranks_wait_long_for_rank_0_only_where_it_works_alone(tmp_path):
+    script = tmp_path / "patience.py"
+    script.write_text(PATIENCE)
+    r = subprocess.run([*TORCHRUN, "--nproc-per-node", "2", "--master-port", str(free_port()), str(script)],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    assert "rank 1: a peer process failed or stopped answering" in r.stdout, r.stdout + r.stderr[-2000:]

@@ -1,0 +1,98 @@
+"""End to end through the Python API (the CLI runs the same code path)."""
+import numpy as np
+import pytest
+import torch
+
+import gaescale
+from gaescale.outputs import atomic_write
+from gaescale.data.synthetic import community_graph
+
+
+def test_community_graph_is_deterministic_with_exact_edge_count():
+    a, b = community_graph(2000, 9000, seed=3), community_graph(2000, 9000, seed=3)
+    assert np.array_equal(a.edge_index, b.edge_index) and np.array_equal(a.x, b.x)
+    assert a.edge_index.shape == (2, 9000) and (a.edge_index[0] < a.edge_index[1]).all()
+    assert len(np.unique(a.edge_index[0] * 2000 + a.edge_index[1])) == 9000
+    assert a.x.shape == (2000, 8) and a.x.dtype == np.float32
+
+
+def test_training_is_reproducible_and_learns(tmp_path):
+    data = community_graph(3000, 15000, seed=1)
+    kw = dict(hidden="16", dim=8, epochs=30, eval_every=5, quiet=True, seed=7)
+    r1 = gaescale.train(data=data, out=str(tmp_path / "a"), **kw)
+    r2 = gaescale.train(data=data, **kw)
+    assert np.array_equal(r1.embeddings, r2.embeddings)
+    assert r1.metrics["test_auc"] > 0.75  # communities make links predictable; chance is 0.5
+    hist = r1.metrics["history"]
+    assert hist[-1]["loss"] < hist[0]["loss"]
+    # the best validation weights after the warm-up (default: epochs // 4 = 7) are the ones kept
+    after = [h for h in hist if "val_auc" in h and h["epoch"] > 7]
+    best = max(after, key=lambda h: h["val_auc"])
+    assert r1.metrics["best_epoch"] == best["epoch"] > 7
+    assert r1.metrics["val_auc"] == pytest.approx(best["val_auc"], abs=1e-9)
+    assert np.array_equal(np.load(tmp_path / "a" / "embeddings.npy"), r1.embeddings)
+    saved = torch.load(tmp_path / "a" / "model.pt", weights_only=True)
+    assert saved["config"]["hidden"] == [16] and "state_dict" in saved
+
+
+def test_featureless_graph_trains_with_identity_features():
+    data = community_graph(1500, 6000, seed=2)
+    data.x = None
+    r = gaescale.train(data=data, hidden="16", dim=8, epochs=40, quiet=True)
+    assert r.embeddings.shape == (1500, 8) and r.metrics["test_auc"] > 0.6
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    def boom(fh):
+        fh.write(b"partial")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(tmp_path / "x.bin", boom)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cora_gae_paper_setting(shared_data, tmp_path):
+    """GAE paper protocol: GCN 32 -> 16, lr 0.01, 200 epochs, 85/5/10 split, Cora with its features."""
+    r = gaescale.train(edges=str(shared_data / "cora.npz"), hidden="32", dim=16, lr=0.01, epochs=200, patience=0,
+                       quiet=True, seed=0)
+    assert r.metrics["epochs"] == 200
+    assert r.metrics["test_auc"] >= 0.89, r.metrics["test_auc"]
+
+
+@pytest.mark.parametrize("options", [dict(encoder="sage"), dict(encoder="linear"), dict(variational=True),
+                                     dict(loss="weighted-bce", dense="exact"), dict(loss="mse"),
+                                     dict(self_loops=True, variational=True)])
+def test_every_model_option_trains(options):
+    data = community_graph(1500, 7000, seed=4)
+    r = gaescale.train(data=data, dim=8, epochs=40, quiet=True, **options)
+    assert r.embeddings.shape == (1500, 8)
+    assert r.metrics["test_auc"] > 0.7, (options, r.metrics["test_auc"])
+
+
+def test_non_finite_loss_stops_with_a_named_error():
+    from gaescale.errors import NonFiniteLossError
+    data = community_graph(300, 1200, seed=5)
+    data.x = data.x * 1e30  # logits overflow to inf, then nan
+    with pytest.raises(NonFiniteLossError, match="the training loss became"):
+        gaescale.train(data=data, epochs=3, quiet=True, loss="linear-mse")
+
+
+def test_every_run_scores_the_heuristics_on_its_own_test_split():
+    from gaescale.training.heuristics import heuristic_metrics
+    from gaescale.data.split import split_edges
+
+    data = community_graph(1500, 6000, seed=4)
+    lines = []
+    r = gaescale.train(data=data, hidden="16", dim=8, epochs=20, seed=3, log=lines.append)
+    split = split_edges(gaescale.Graph.from_edge_index(data.edge_index, data.num_nodes), seed=3)
+    expected = heuristic_metrics(split.train_graph(), split.test_pos, split.test_neg)
+    got = r.metrics["baselines"]
+    assert set(got) == {"adamic_adar", "common_neighbours", "degree_product"}
+    for name, scores in expected.items():
+        assert got[name]["auc"] == pytest.approx(scores["auc"]) and got[name]["ap"] == pytest.approx(scores["ap"])
+    beaten = all(r.metrics["test_auc"] > b["auc"] and r.metrics["test_ap"] > b["ap"] for b in got.values())
+    assert r.metrics["beats_baselines"] is beaten
+    line = next(m for m in "\n".join(lines).splitlines() if m.startswith("baselines on the same test split"))
+    assert f"Adamic-Adar {got['adamic_adar']['auc']:.4f}" in line
+    assert line.endswith("the embeddings beat all three") is beaten

@@ -1,0 +1,111 @@
+"""The memory planner: its byte counts against the arrays the code allocates, and its choice."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import gaescale
+from gaescale.cli import main
+from gaescale.graph import Graph
+from gaescale.run.plan import AUTO_ORDER, _graph, _operator, choose, plan
+from gaescale.data.synthetic import community_graph
+
+from conftest import random_edges
+
+
+def _nbytes(*arrays):
+    return sum(a.nbytes if isinstance(a, np.ndarray) else a.numel() * a.element_size() for a in arrays)
+
+
+def test_counted_bytes_match_the_graph_and_its_operators():
+    n, e = 500, 3000
+    g = Graph.from_edge_index(random_edges(n, e, seed=0), n)
+    _ = g.degree
+    assert _graph(n, e) == _nbytes(g.indptr, g.indices, g.degree)
+    op = g.gcn_operator.csr
+    assert _operator(n, e, sage=False) == _nbytes(op.crow_indices(), op.col_indices(), op.values())
+    m = g.mean_operator
+    assert _operator(n, e, sage=True) == sum(_nbytes(c.crow_indices(), c.col_indices(), c.values())
+                                             for c in (m.csr, m.csr_t))
+
+
+def test_predictions_grow_with_the_graph_and_the_dense_matrix_is_never_chosen():
+    config = gaescale.TrainConfig(hidden="16,16", dim=8)
+    small = {p.strategy: p for p in plan(config, 100_000, 600_000, 8)}
+    large = {p.strategy: p for p in plan(config, 1_000_000, 6_000_000, 8)}
+    assert list(small) == list(AUTO_ORDER)
+    for s in AUTO_ORDER:
+        assert large[s].peak_bytes > small[s].peak_bytes and large[s].sparse_madds > small[s].sparse_madds
+    # Cluster-GCN holds one batch's activations: less than full batch, which holds the whole graph's
+    assert large["cluster"].peak_bytes < large["fastgae"].peak_bytes < large["full"].peak_bytes
+
+
+def test_choice_under_a_budget():
+    config = gaescale.TrainConfig(hidden="16,16", dim=8)
+    plans = plan(config, 1_000_000, 6_000_000, 8)
+    by = {p.strategy: p for p in plans}
+    assert choose(plans, 10**12).strategy == "full"
+    assert choose(plans, by["full"].peak_bytes - 1).strategy == "fastgae"
+    assert choose(plans, by["fastgae"].peak_bytes - 1).strategy == "cluster"
+    with pytest.raises(gaescale.ParameterError, match="The 'memory_budget' parameter of train must be at least"):
+        choose(plans, by["cluster"].peak_bytes - 1)
+    # neighbour sampling needs a sampled dense term: with dense='exact' auto never picks it
+    only_neighbor = [by["neighbor"]]
+    assert choose(only_neighbor, 10**12, config).strategy == "neighbor"
+    with pytest.raises(gaescale.ParameterError, match="The 'dense' parameter of train must be 'sampled'"):
+        choose(only_neighbor, 10**12, dataclasses.replace(config, dense="exact"))
+
+
+def test_auto_trains_with_the_planned_strategy(tmp_path):
+    data = community_graph(3000, 15000, seed=1)
+    config = gaescale.TrainConfig(hidden="16", dim=8, quiet=True, report=False, epochs=3, strategy="auto",
+                                  cluster_parts=12, clusters_per_batch=3)
+    by = {p.strategy: p for p in plan(config, 3000, 15000, 8)}
+    assert by["cluster"].peak_bytes < min(by["full"].peak_bytes, by["fastgae"].peak_bytes)
+    budget = (by["cluster"].peak_bytes + 1) / 2**30  # too small for full batch and FastGAE
+    r = gaescale.train(dataclasses.replace(config, memory_budget=budget), data=data)
+    assert r.metrics["strategy"] == "cluster"
+    assert all(h["steps"] == 4 for h in r.metrics["history"])  # 12 parts, 3 per step
+    r = gaescale.train(config, data=data)  # the machine's available memory: full batch fits
+    assert r.metrics["strategy"] == "full"
+
+
+def test_plan_command_prints_every_strategy(tmp_path, capsys):
+    (tmp_path / "e.txt").write_text("".join(f"{i} {(i + 1) % 50}\n" for i in range(50)))
+    assert main(["plan", str(tmp_path / "e.txt"), "--hidden", "16", "--dim", "8", "--memory-budget", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "50 nodes, 50 edges, no features" in out
+    for s in AUTO_ORDER:
+        assert f"| {s} |" in out
+    assert "dense N x N matrix" in out and "--strategy auto would train with: full" in out
+
+
+def test_a_prepared_graph_is_planned_without_its_file_backed_arrays(tmp_path, capsys):
+    config = gaescale.TrainConfig(hidden="16,16", dim=8)
+    n, e = 1_000_000, 6_000_000
+    memory = {p.strategy: p for p in plan(config, n, e, 8)}
+    mapped = {p.strategy: p for p in plan(config, n, e, 8, prepared=True)}
+    # no edge list (16 B/edge), no kept CSR (8 B/node + 8 B/edge), the training edges stay on disk (16 B/edge)
+    et = 0.85 * e
+    expected = 16 * e + 8 * n + 8 * e + 16 * et + 8 * et  # _graph(n, et) counts 8 B/edge of int32 columns
+    assert memory["full"].resident_bytes - mapped["full"].resident_bytes == pytest.approx(expected, rel=1e-6)
+    # the mini-batch strategies evaluate layer by layer instead of building the whole graph's operator
+    for s in ("cluster", "neighbor"):
+        assert mapped[s].step_bytes < memory[s].step_bytes
+    assert mapped["full"].step_bytes == memory["full"].step_bytes
+    data = community_graph(3000, 15000, seed=1)
+    np.save(tmp_path / "e.npy", data.edge_index)
+    np.save(tmp_path / "x.npy", data.x)
+    assert main(["prepare", str(tmp_path / "e.npy"), "--features", str(tmp_path / "x.npy"), "--out", str(tmp_path / "g")]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(tmp_path / "g"), "--hidden", "16,16", "--dim", "8"]) == 0
+    assert "3,000 nodes, 15,000 edges, 8 features" in capsys.readouterr().out
+
+
+def test_the_budget_is_shared_by_the_processes_of_a_host():
+    from gaescale.config import TrainConfig
+    from gaescale.run.plan import available_memory, budget_bytes
+    config = TrainConfig(strategy="auto")
+    one, two = budget_bytes(config, environ={}), budget_bytes(config, environ={"LOCAL_WORLD_SIZE": "2"})
+    assert abs(two - one / 2) < 0.05 * available_memory()  # MemAvailable moves a little between the reads
+    assert budget_bytes(TrainConfig(strategy="auto", memory_budget=1.5), environ={"LOCAL_WORLD_SIZE": "4"}) == 1.5 * 2**30

@@ -1,0 +1,132 @@
+"""Checkpoint and resume: bit-identical continuation after SIGKILL, refusal of a foreign checkpoint,
+random states restored, the last good checkpoint kept on a non-finite loss."""
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import gaescale
+from gaescale.training.checkpoint import Checkpointer, list_checkpoints, rng_state, set_rng_state
+from gaescale.errors import CheckpointError, NonFiniteLossError
+from gaescale.data.synthetic import community_graph
+
+KW = dict(hidden="16", dim=8, quiet=True, threads=1, report=False)
+
+
+def _cli(graph, out, *extra):
+    return [sys.executable, "-m", "gaescale", "train", str(graph), "--out", str(out), "--hidden", "16", "--dim", "8",
+            "--threads", "1", "--no-report", "--eval-every", "2", *extra]
+
+
+@pytest.fixture(scope="module")
+def graph_file(tmp_path_factory):
+    d = community_graph(20000, 100000, seed=0)
+    p = tmp_path_factory.mktemp("g") / "graph.npz"
+    np.savez(p, edge_index=d.edge_index, x=d.x)
+    return p
+
+
+def test_sigkill_then_resume_gives_identical_embeddings(tmp_path, graph_file):
+    epochs, every = 40, 3
+    ref = subprocess.run(_cli(graph_file, tmp_path / "ref", "--epochs", str(epochs), "--quiet"),
+                         capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stderr
+    target = random.Random().randint(every, epochs // 2)  # a random epoch, at least one checkpoint in
+    ckdir = tmp_path / "run" / "checkpoints"
+    proc = subprocess.Popen(_cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every",
+                                 str(every), "--quiet"), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(e >= target for e, _ in list_checkpoints(ckdir)):
+        assert proc.poll() is None, f"finished before the kill: {proc.stderr.read()}"
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    last = list_checkpoints(ckdir)[-1][0]
+    assert last < epochs and not (tmp_path / "run" / "embeddings.npy").exists()
+
+    res = subprocess.run(_cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every",
+                              str(every), "--resume"), capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    resumed_from = int(re.search(r"resuming from .*epoch-(\d+)\.pt \(epoch (\d+)", res.stderr).group(2))
+    assert resumed_from == last >= target  # at most one checkpoint interval of work is repeated
+    a, b = np.load(tmp_path / "ref" / "embeddings.npy"), np.load(tmp_path / "run" / "embeddings.npy")
+    assert np.array_equal(a, b)  # bit for bit
+    ma, mb = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("ref", "run"))
+    strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
+    assert strip(ma["history"]) == strip(mb["history"]) and ma["test_auc"] == mb["test_auc"]
+    assert [e for e, _ in list_checkpoints(ckdir)] == [39, 40]  # the last two are kept
+
+
+@pytest.fixture(scope="module")
+def small():
+    return community_graph(800, 4000, seed=2)
+
+
+def test_resume_refuses_a_changed_configuration_and_another_graph(tmp_path, small):
+    gaescale.train(data=small, out=str(tmp_path), epochs=4, checkpoint_every=2, **KW)
+    with pytest.raises(CheckpointError, match=r"epoch-000004\.pt: the checkpoint was written with a different "
+                                              r"configuration \(changed: lr 0\.01 -> 0\.02, seed 0 -> 1\); resume"):
+        gaescale.train(data=small, out=str(tmp_path), epochs=8, resume=True, lr=0.02, seed=1, **KW)
+    other = community_graph(800, 4000, seed=3)
+    with pytest.raises(CheckpointError, match=r"trained on a different graph or features"):
+        gaescale.train(data=other, out=str(tmp_path), epochs=8, resume=True, **KW)
+    # more epochs and other runtime settings are allowed
+    r = gaescale.train(data=small, out=str(tmp_path), epochs=6, resume=True, **{**KW, "threads": 2})
+    assert r.metrics["epochs"] == 6
+
+
+def test_resume_errors_without_checkpoint_or_output(tmp_path, small):
+    with pytest.raises(CheckpointError, match=r"checkpoints: no checkpoint to resume from; run without --resume"):
+        gaescale.train(data=small, out=str(tmp_path), epochs=2, resume=True, **KW)
+    with pytest.raises(gaescale.ParameterError, match=r"The 'resume' parameter of train must be used with an "
+                                                      r"output directory"):
+        gaescale.train(data=small, epochs=2, resume=True, **KW)
+
+
+def test_corrupt_checkpoint_is_named(tmp_path, small):
+    gaescale.train(data=small, out=str(tmp_path), epochs=2, checkpoint_every=1, **KW)
+    bad = list_checkpoints(tmp_path / "checkpoints")[-1][1]
+    bad.write_bytes(bad.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=r"epoch-000002\.pt: not a readable gaescale checkpoint .*delete it to "
+                                              r"resume from the one before\."):
+        gaescale.train(data=small, out=str(tmp_path), epochs=3, resume=True, **KW)
+
+
+def test_fresh_run_replaces_stale_checkpoints(tmp_path, small):
+    gaescale.train(data=small, out=str(tmp_path), epochs=9, checkpoint_every=3, **KW)
+    assert [e for e, _ in list_checkpoints(tmp_path / "checkpoints")] == [6, 9]
+    gaescale.train(data=small, out=str(tmp_path), epochs=4, checkpoint_every=2, **KW)
+    assert [e for e, _ in list_checkpoints(tmp_path / "checkpoints")] == [2, 4]
+
+
+def test_non_finite_loss_keeps_the_last_good_checkpoint(tmp_path, small):
+    kw = dict(KW, hidden="", encoder="linear", loss="linear-mse", dense="closed", lr=1e12, checkpoint_every=1)
+    with pytest.raises(NonFiniteLossError, match=r"the training loss became (nan|inf) at epoch (\d+); lower --lr .* "
+                                                 r"The last good checkpoint is .*epoch-\d+\.pt\.") as info:
+        gaescale.train(data=small, out=str(tmp_path), epochs=50, **kw)
+    epoch = int(re.search(r"at epoch (\d+)", str(info.value)).group(1))
+    kept = list_checkpoints(tmp_path / "checkpoints")
+    assert kept[-1][0] == epoch - 1
+    state = torch.load(kept[-1][1], weights_only=True)
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
+
+
+def test_rng_states_round_trip(tmp_path):
+    gen = torch.Generator().manual_seed(5)
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    ck = Checkpointer(tmp_path, 1, {"lr": 0.1}, "h")
+    ck.save(1, {"rng": rng_state(gen)})
+    expect = (random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=gen).item())
+    random.seed(9), np.random.seed(9), torch.manual_seed(9), gen.manual_seed(9)
+    set_rng_state(ck.load_latest()["rng"], gen)
+    assert (random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=gen).item()) == expect

@@ -1,0 +1,92 @@
+"""Link-prediction metrics against hand-checked cases and a dense reference."""
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from conftest import brute_force_ranks, dense_adjacency, random_edges
+from gaescale.training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
+from gaescale.graph import Graph
+from gaescale.models import bias_metric, with_bias
+
+
+def test_hits_at_k_by_hand():
+    pos, neg = np.array([3.0, 1.0, 0.5]), np.array([2.0, 0.0, 1.5, -1.0])
+    # K-th best negative: K=1 -> 2.0 (one positive above), K=2 -> 1.5 (one), K=3 -> 0.0 (all three)
+    assert hits_at_k(pos, neg, ks=(1, 2, 3, 5)) == {"hits@1": 1 / 3, "hits@2": 1 / 3, "hits@3": 1.0}
+
+
+def test_mrr_matches_dense_ranking():
+    rng = np.random.default_rng(0)
+    n, d = 50, 3
+    z = torch.from_numpy(rng.standard_normal((n, d)))
+    pos = rng.integers(0, n, (2, 40))
+    got = mrr(z, pos, num_negatives=7, seed=3, chunk=16)
+    s = (z @ z.T).numpy()
+    draw = np.random.default_rng(3)
+    ranks = np.ones(40)
+    for start in range(0, 40, 16):  # the same draws: 7 negatives per positive, chunk by chunk
+        u, v = pos[0, start:start + 16], pos[1, start:start + 16]
+        for _ in range(7):
+            w = draw.integers(0, n, u.size)
+            ranks[start:start + 16] += (s[u, w] > s[u, v]) + 0.5 * (s[u, w] == s[u, v])
+    assert got["mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert got["mrr_hits@3"] == pytest.approx(np.mean(ranks <= 3))
+
+
+def test_link_scores_and_pair_scores():
+    z = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [-1.0, 0.0]])
+    pos, neg = np.array([[0, 1], [1, 2]]), np.array([[0, 0], [2, 3]])  # scores 1, 1 and 0, -1
+    np.testing.assert_allclose(pair_scores(z, pos, chunk=1), [1.0, 1.0])
+    auc, ap = link_scores(z, pos, neg)
+    assert auc == roc_auc_score([1, 1, 0, 0], [1.0, 1.0, 0.0, -1.0]) == 1.0 and ap == 1.0
+
+
+@pytest.mark.parametrize("block", [3, 4096])
+def test_filtered_ranking_matches_brute_force(block):
+    n = 70
+    rng = np.random.default_rng(0)
+    z = torch.from_numpy(rng.integers(-2, 3, (n, 3)).astype(np.float32))  # small integers: many exact ties
+    edges = random_edges(n, 150, seed=1)
+    train, held = Graph.from_edge_index(edges[:, :120], n), edges[:, 120:]
+    known = dense_adjacency(edges, n).numpy()
+    stats = {}
+    got = filtered_ranking(z, held, [train, held], block=block, batch=8, ks=(1, 10), stats=stats)
+    ranks = brute_force_ranks((z.double() @ z.double().T).numpy(), held, known)
+    assert not np.all(ranks % 1 == 0)  # ties occurred
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert got["filtered_hits@1"] == pytest.approx(np.mean(ranks <= 1))
+    assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+    assert got["filtered_positives"] == 30
+    assert 0 < stats["pairs"] <= 30 * n
+
+
+def test_filtered_ranking_with_node_bias_matches_brute_force():
+    n = 80
+    rng = np.random.default_rng(3)
+    z = torch.from_numpy(rng.standard_normal((n, 3)).astype(np.float32))
+    b = torch.from_numpy(rng.integers(-3, 4, n).astype(np.float32))  # integer biases: a degree-like spread
+    edges = random_edges(n, 160, seed=2)
+    train, held = Graph.from_edge_index(edges[:, :130], n), edges[:, 130:]
+    zb = with_bias(z, b)
+    got = filtered_ranking(zb, held, [train, held], block=5, batch=8, ks=(1, 10), metric=bias_metric(zb.shape[1]))
+    s = (z.double() @ z.double().T + b.double()[:, None] + b.double()[None, :]).numpy()
+    ranks = brute_force_ranks(s, held, dense_adjacency(edges, n).numpy())
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+    neg = rng.integers(0, n, (2, 30))
+    auc, _ = link_scores(zb, held, neg, metric=bias_metric(zb.shape[1]))
+    assert auc == pytest.approx(roc_auc_score(np.r_[np.ones(30), np.zeros(30)],
+                                              np.r_[s[held[0], held[1]], s[neg[0], neg[1]]]))
+
+
+def test_filtered_ranking_skips_blocks_the_norm_bound_decides():
+    rng = np.random.default_rng(2)
+    z = torch.from_numpy(rng.standard_normal((400, 4)) * np.r_[np.full(40, 10.0), np.full(360, 0.01)][:, None])
+    pos = np.array([np.arange(5), np.arange(5, 10)])  # big-norm queries whose targets are big too
+    stats = {}
+    got = filtered_ranking(z, pos, None, block=40, stats=stats)
+    s = (z @ z.T).numpy()
+    ranks = brute_force_ranks(s, pos, np.zeros((400, 400)))
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks))
+    assert stats["pairs"] < 5 * 400  # the 360 small nodes are decided by the bound, not scored

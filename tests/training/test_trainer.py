@@ -1,0 +1,66 @@
+"""The training loop's mixed precision: bf16 autocast, fp16 with a gradient scaler, one code path."""
+import numpy as np
+import pytest
+import torch
+
+import gaescale
+from gaescale.errors import ParameterError
+from gaescale.graph import Graph
+from gaescale.sparse import spmm
+from gaescale.data.synthetic import community_graph
+from gaescale.training.trainer import fit
+
+from conftest import random_edges
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sparse_products_of_half_inputs_accumulate_in_float32(dtype):
+    n = 300
+    g = Graph.from_edge_index(random_edges(n, 1500, seed=1), n)
+    x = torch.randn(n, 16, generator=torch.Generator().manual_seed(0)).to(dtype).requires_grad_()
+    y = spmm(g.gcn_operator, x)
+    assert y.dtype == dtype
+    reference = torch.from_numpy(g.gcn_operator.scipy() @ x.detach().float().numpy())
+    torch.testing.assert_close(y.float(), reference, rtol=1e-2, atol=1e-2)  # one rounding of the fp32 result
+    y.float().square().sum().backward()
+    assert x.grad.dtype == dtype
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("strategy", ["full", "cluster", "neighbor"])
+def test_mixed_precision_runs_the_encoder_in_half_and_learns_like_fp32(precision, strategy):
+    data = community_graph(2000, 10000, seed=2)
+    kw = dict(data=data, hidden="16,16", dim=8, epochs=30, quiet=True, report=False, eval_every=5, patience=0,
+              strategy=strategy, **{"neighbor": {"batch_size": 4096, "fanouts": "5,5,5"},
+                                    "cluster": {"cluster_parts": 8, "clusters_per_batch": 2}}.get(strategy, {}))
+    seen = set()
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, out: seen.add(out.dtype) if isinstance(module, torch.nn.Linear) and module.training else None)
+    try:
+        half = gaescale.train(precision=precision, **kw)
+    finally:
+        handle.remove()
+    assert seen == {torch.bfloat16 if precision == "bf16" else torch.float16}  # autocast was in effect
+    full = gaescale.train(precision="fp32", **kw)
+    assert np.isfinite([h["loss"] for h in half.metrics["history"]]).all()
+    assert half.metrics["test_auc"] > full.metrics["test_auc"] - 0.02
+
+
+def test_fp16_resumes_bit_for_bit_with_the_scaler_state(tmp_path):
+    data = community_graph(1500, 7000, seed=3)
+    kw = dict(data=data, hidden="16", dim=8, quiet=True, report=False, precision="fp16", seed=1)
+    ref = gaescale.train(epochs=8, **kw)
+    gaescale.train(out=str(tmp_path), epochs=4, checkpoint_every=4, **kw)
+    state = torch.load(sorted((tmp_path / "checkpoints").glob("*.pt"))[-1], weights_only=True)
+    assert state["scaler"]["scale"] > 0  # the scaler's state is in the checkpoint
+    resumed = gaescale.train(out=str(tmp_path), epochs=8, resume=True, **kw)
+    assert np.array_equal(ref.embeddings, resumed.embeddings)
+
+
+def test_unknown_precision_is_refused():
+    g = Graph.from_edge_index(random_edges(20, 40), 20)
+    model = gaescale.GAE(gaescale.GCN(None, [4], num_nodes=20))
+    with pytest.raises(ParameterError, match=r"The 'precision' parameter of fit must be one of \['fp32', 'bf16', 'fp16'\]"):
+        fit(model, None, g, torch.from_numpy(g.edge_index()), epochs=1, progress=False, precision="fp8")
+    with pytest.raises(ParameterError, match=r"The 'precision' parameter of train must be one of"):
+        gaescale.TrainConfig(precision="half")
