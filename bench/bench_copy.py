@@ -38,7 +38,7 @@ def two_hosts(tmp: Path, edges: Path, outs: tuple[Path, Path]) -> tuple[float, s
     errs = [p.communicate()[1] for p in procs]
     if any(p.returncode for p in procs):
         sys.exit("\n".join(e[-3000:] for e in errs))
-    line = next(l for l in errs[0].splitlines() if "the run's own copy" in l)
+    line = next(ln for ln in errs[0].splitlines() if "the run's own copy" in ln)
     return time.perf_counter() - t, line
 
 

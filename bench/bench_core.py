@@ -142,7 +142,8 @@ def report(args: argparse.Namespace, results: dict, mach: dict, command: str) ->
             "|---|---:|---:|---:|---:|---:|"]
     for name, r in (("gaescale", g), ("PyG GAE", p)):
         rows.append(f"| {name} | {_f(r['seconds_per_epoch'], '.3f')} | {_f(r.get('first_epoch_seconds'), '.3f')} "
-                    f"| {_f(r['peak_rss_bytes'] / GiB, '.2f')} | {_f(r['test_auc'], '.4f')} | {_f(r['test_ap'], '.4f')} |")
+                    f"| {_f(r['peak_rss_bytes'] / GiB, '.2f')} | {_f(r['test_auc'], '.4f')} "
+                    f"| {_f(r['test_ap'], '.4f')} |")
     ratio = results["ratios"]
     lines = [
         f"Graph: {args.nodes:,} nodes, {args.edges:,} undirected edges (graph seed {args.graph_seed}); "
@@ -155,7 +156,8 @@ def report(args: argparse.Namespace, results: dict, mach: dict, command: str) ->
         "",
         f"Machine: {mach['nproc']} CPUs ({mach['affinity_cpus']} usable), {mach['cpu_model']}, "
         f"{mach['total_ram_bytes'] / GiB:.1f} GiB RAM; Python {mach['python']}",
-        f"Versions: torch {p.get('torch_version') or mach['torch']}, torch_geometric {p.get('pyg_version') or mach['torch_geometric']}, "
+        f"Versions: torch {p.get('torch_version') or mach['torch']}, "
+        f"torch_geometric {p.get('pyg_version') or mach['torch_geometric']}, "
         f"gaescale {mach['gaescale']}",
         f"Command: {command}",
     ]

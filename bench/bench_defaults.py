@@ -123,11 +123,13 @@ def main() -> None:
                     fh.writelines(json.dumps(dict(graph=name, config=spec, **r)) + "\n" for r in rows)
             wins = sum(all(r["test_auc"] > r[f"{k}_auc"] and r["test_ap"] > r[f"{k}_ap"]
                            for k in ("adamic_adar", "common_neighbours", "degree_product")) for r in rows)
-            print(f"| {name} | {'PyG GAE recipe' if spec == 'pyg' else f'`{spec}`'} | {_ms(rows, 'val_auc')} | {_ms(rows, 'test_auc')} | {_ms(rows, 'test_ap')} "
+            print(f"| {name} | {'PyG GAE recipe' if spec == 'pyg' else f'`{spec}`'} | {_ms(rows, 'val_auc')} "
+                  f"| {_ms(rows, 'test_auc')} | {_ms(rows, 'test_ap')} "
                   f"| {_ms(rows, 'mrr')} | {_ms(rows, 'adamic_adar_auc')} / {_ms(rows, 'adamic_adar_ap')} "
                   f"/ {_ms(rows, 'adamic_adar_filtered_mrr')} "
                   f"| {_ms(rows, 'common_neighbours_auc')} | {_ms(rows, 'degree_product_auc')} | {wins}/{len(rows)} "
-                  f"| {statistics.mean(r['epochs'] for r in rows):.0f} ({statistics.mean(r['best_epoch'] for r in rows):.0f}) "
+                  f"| {statistics.mean(r['epochs'] for r in rows):.0f} "
+                  f"({statistics.mean(r['best_epoch'] for r in rows):.0f}) "
                   f"| {statistics.mean(r['seconds'] for r in rows):.1f} |", flush=True)
 
 

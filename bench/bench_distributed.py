@@ -13,7 +13,8 @@ final embedding (reading, splitting, building the model; validation and writing 
 Memory is read from /proc/PID/smaps every 0.2 s: resident memory less the pages of the memory-mapped
 graph's files (the prepared directory and the runs' split files: page cache, shared by the processes
 of a host, which the kernel may drop and read again), and apart, how much of the graph's files each
-process has read: the sum over the files of the peak of each one's pages resident in it. The torchrun launcher itself is not counted.
+process has read: the sum over the files of the peak of each one's pages resident in it. The torchrun launcher
+itself is not counted.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def run(cmd: list[str], graph_dirs: list[str]) -> tuple[float, dict[int, int], d
         while proc.poll() is None:
             try:
                 workers = [p for p in [root, *root.children(recursive=True)]
-                           if "gaescale" in " ".join(p.cmdline()) and "torch.distributed.run" not in " ".join(p.cmdline())]
+                           if "gaescale" in " ".join(p.cmdline())
+                           and "torch.distributed.run" not in " ".join(p.cmdline())]
                 total = 0
                 for p in workers:
                     m, rank = _sample(p.pid, graph_dirs), int(p.environ().get("RANK", "0"))
@@ -110,7 +112,8 @@ def main() -> None:
     ap.add_argument("--prepared", action="store_true", help="train from a directory of 'gaescale prepare'")
     ap.add_argument("--text", action="store_true", help="an edge list in CSV (integer ids), the features in .npy, "
                                                         "instead of one .npz")
-    ap.add_argument("--train-flags", default="", help="more flags for every run, e.g. '--loss weighted-bce --dense exact'")
+    ap.add_argument("--train-flags", default="",
+                    help="more flags for every run, e.g. '--loss weighted-bce --dense exact'")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     rows = []
@@ -137,21 +140,25 @@ def main() -> None:
                 launcher = [sys.executable] if k == 1 else [sys.executable, "-m", "torch.distributed.run",
                                                             "--nproc-per-node", str(k), "--master-port", str(_port())]
                 wall, own, mapped, together = run(
-                    [*launcher, "-m", "gaescale", "train", str(edges), *features, "--out", str(out), "--hidden", "16,16",
-                     "--dim", "8", "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--no-report",
+                    [*launcher, "-m", "gaescale", "train", str(edges), *features, "--out", str(out),
+                     "--hidden", "16,16", "--dim", "8", "--epochs", str(args.epochs),
+                     "--eval-every", str(args.epochs), "--no-report",
                      "--checkpoint-every", "0", "--quiet", "--threads", str(max(1, cores // k)),
                      "--strategy", strategy, *FLAGS[strategy], *args.train_flags.split()], [tmp])
                 m = json.loads((out / "metrics.json").read_text())
                 others = [r for r in own if r > 0]
                 other_own = max((own[r] for r in others), default=0)
                 other_mapped = max((mapped.get(r, 0) for r in others), default=0)
-                setup = m["total_seconds"] - sum(h["seconds"] for h in m["history"]) - (m.get("embed_seconds") or 0)
+                setup = (m["total_seconds"] - sum(h["seconds"] for h in m["history"])
+                         - (m.get("embed_seconds") or 0))
                 rows.append((strategy, k, max(1, cores // k), m["seconds_per_epoch"], own.get(0, 0), other_own,
                              mapped.get(0, 0), other_mapped, together, m["test_auc"], m["history"][0]["steps"], wall,
                              m.get("embed_seconds"), setup))
-                print(f"{strategy}, {k} processes: {m['seconds_per_epoch']:.3f} s/epoch, rank 0 {own.get(0, 0) / 2**30:.2f}"
-                      f" GiB, others {other_own / 2**30:.2f} GiB (+ {other_mapped / 2**30:.2f} GiB of the graph's "
-                      f"files read), {together / 2**30:.2f} GiB in all, AUC {m['test_auc']:.4f}", file=sys.stderr, flush=True)
+                print(f"{strategy}, {k} processes: {m['seconds_per_epoch']:.3f} s/epoch, "
+                      f"rank 0 {own.get(0, 0) / 2**30:.2f} GiB, others {other_own / 2**30:.2f} GiB "
+                      f"(+ {other_mapped / 2**30:.2f} GiB of the graph's "
+                      f"files read), {together / 2**30:.2f} GiB in all, AUC {m['test_auc']:.4f}",
+                      file=sys.stderr, flush=True)
     print(f"\n{args.nodes:,} nodes, {args.num_edges:,} edges, GCN 8-16-16-8, {args.epochs} epochs, {cores} cores, "
           f"{'from a prepared directory' if args.prepared else 'from an edge list'}"
           f"{' in CSV, the features in .npy' if args.text else ''} {args.train_flags}\n")

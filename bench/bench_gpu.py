@@ -74,7 +74,8 @@ def main() -> int:
                                cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
                                timeout=max(30.0, 285 - (time.perf_counter() - START)))  # the whole script in 5 minutes
     except subprocess.TimeoutExpired:
-        print("GPU tests: stopped at the 5-minute mark; run them with: pytest tests/test_devices.py tests/test_kernels.py")
+        print("GPU tests: stopped at the 5-minute mark; run them with: "
+              "pytest tests/test_devices.py tests/test_kernels.py")
         return 1
     print("GPU tests:", tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else tests.stderr[-2000:])
     if tests.returncode:
@@ -128,7 +129,8 @@ def timings(device: str, sizes: tuple[int, ...]) -> None:
 
 
 PATHS = [dict(strategy="full"), dict(strategy="full", loss="weighted-bce", dense="exact"),
-         dict(strategy="cluster"), dict(strategy="fastgae"), dict(strategy="neighbor", batch_size=8192, fanouts="10,10"),
+         dict(strategy="cluster"), dict(strategy="fastgae"),
+         dict(strategy="neighbor", batch_size=8192, fanouts="10,10"),
          dict(strategy="full", encoder="sage"), dict(strategy="cluster", featureless=True),
          dict(strategy="full", variational=True), dict(strategy="full", precision="bf16"),
          dict(strategy="neighbor", precision="fp16", batch_size=8192, fanouts="10,10")]
@@ -170,7 +172,8 @@ def training_paths(device: str, size: tuple[int, int], epochs: int) -> bool:
             print(f"{name:58s} FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             ok = False
             continue
-        ok &= _compare(name, cpu.metrics, dev.metrics, 5e-2 if case.get("precision") or case.get("variational") else 1e-2)
+        tolerance = 5e-2 if case.get("precision") or case.get("variational") else 1e-2
+        ok &= _compare(name, cpu.metrics, dev.metrics, tolerance)
     return ok
 
 
@@ -205,6 +208,7 @@ def data_parallel(device: str, size: tuple[int, int], epochs: int) -> bool:
 def _rank(rank: int, port: int, device: str, case: dict, size: tuple[int, int], epochs: int, out: str) -> None:
     """One of 2 processes: joins a gloo group on 127.0.0.1 and trains; rank 0 writes its metrics to ``out``."""
     import torch.distributed as dist
+
     import gaescale
     from gaescale.parallel.runtime import Dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,

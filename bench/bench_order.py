@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from gaescale.graph import Graph
 from gaescale.data.synthetic import community_graph
+from gaescale.graph import Graph
 
 
 def main() -> None:

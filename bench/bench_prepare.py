@@ -142,13 +142,14 @@ def main() -> None:
     print("| stage | wall (s) | peak RSS (GiB) | anonymous | graph's mapped files | RSS less the graph's files "
           "| the same, training only | planner (GiB) | planner / measured | steps | test AUC |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, wall, p, m, pred, is_prepared in rows:
+    for name, wall, p, m, pred, _is_prepared in rows:
         steps = "" if m is None else sum(h.get("steps", 1) for h in m["history"])
         auc = "" if m is None else f"{m['test_auc']:.4f}"
         ratio = "" if pred is None else f"{pred / p['train_own']:.2f}"
         g = lambda v: f"{v / 2**30:.2f}"  # noqa: E731
         print(f"| {name} | {wall:.0f} | {g(p['rss'])} | {g(p['anon'])} | {g(p['graph'])} | {g(p['own'])} | "
-              f"{g(p['train_own']) if m is not None else ''} | {'' if pred is None else g(pred)} | {ratio} | {steps} | {auc} |")
+              f"{g(p['train_own']) if m is not None else ''} | {'' if pred is None else g(pred)} | {ratio} "
+              f"| {steps} | {auc} |")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@ entries and feature rows of other processes' nodes fetched with ``all_to_all``).
 encoder, no loss. Prints ms per batch on each side, their ratio, and the bytes a batch fetches.
 
 Then evaluation: the embeddings of every node (GCN 8 -> 16 -> 16 -> 8, layer by layer, 65,536 rows at a
-time) computed by one process over the whole graph (what rank 0 did before :func:`gaescale.parallel.shards.embed_sharded`)
-and by every process for its own nodes, fetching its halo, with rank 0 gathering them. Prints the seconds
-of each and the extra memory (peak resident memory during the call less before it, polled every 5 ms) of
-the process computing everything and of the largest sharded one.
+time) computed by one process over the whole graph (what rank 0 did before
+:func:`gaescale.parallel.shards.embed_sharded`) and by every process for its own nodes, fetching its halo,
+with rank 0 gathering them. Prints the seconds of each and the extra memory (peak resident memory during
+the call less before it, polled every 5 ms) of the process computing everything and of the largest sharded
+one.
 
     .venv/bin/python bench/bench_shards.py --nodes 300000 --num-edges 10000000 --processes 2 4
 """
@@ -84,10 +85,10 @@ def _worker(rank, world, port, args, queue):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=300))
-    from gaescale.parallel.runtime import Dist
-    from gaescale.graph import Graph
-    from gaescale.parallel.shards import partition
     from gaescale.data.synthetic import community_graph
+    from gaescale.graph import Graph
+    from gaescale.parallel.runtime import Dist
+    from gaescale.parallel.shards import partition
     data = community_graph(args.nodes, args.num_edges, seed=0)
     graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
     x = torch.from_numpy(data.x.astype(np.float32))
@@ -140,8 +141,8 @@ def main() -> None:
         # a request is an int64 key and its answer an int32 entry or a float32 feature row
         fanout_total = sum(int(f) for f in args.fanouts.split(","))
         bound = (2 * args.batch_size * 12 + nodes * fanout_total * 12 + nodes * (8 + 4 * t["dim"])) / 1e6
-        print(f"| {w} | {nodes:,.0f} | {whole * 1e3:.0f} | {sharded * 1e3:.0f} | {sharded / whole:.2f}x | {bound:.0f} |",
-              flush=True)
+        print(f"| {w} | {nodes:,.0f} | {whole * 1e3:.0f} | {sharded * 1e3:.0f} | {sharded / whole:.2f}x "
+              f"| {bound:.0f} |", flush=True)
     if not args.embed:
         return
     print("\n| processes | one process, whole graph (s) | extra memory (MB) | every process its own nodes (s) | "
@@ -150,7 +151,8 @@ def main() -> None:
     for w, ranks in embeddings:
         (whole, whole_mem), sharded = ranks[0]["whole"], max(r["sharded"][0] for r in ranks)
         largest = max(r["sharded"][1] for r in ranks)
-        print(f"| {w} | {whole:.2f} | {whole_mem / 1e6:.0f} | {sharded:.2f} | {whole / sharded:.2f}x | {largest / 1e6:.0f} |")
+        print(f"| {w} | {whole:.2f} | {whole_mem / 1e6:.0f} | {sharded:.2f} | {whole / sharded:.2f}x "
+              f"| {largest / 1e6:.0f} |")
 
 
 if __name__ == "__main__":

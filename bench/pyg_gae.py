@@ -51,7 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--edges", type=int, default=4_600_000, help="undirected edges")
     p.add_argument("--graph-seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0, help="seed for torch, random and numpy (split, init, negative sampling)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for torch, random and numpy (split, init, negative sampling)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--hidden", default="16,16", help="hidden widths, comma separated")
     p.add_argument("--dim", type=int, default=8, help="embedding dimension")
