@@ -7,6 +7,7 @@ import os
 import sys
 
 from ._version import __version__
+from . import logs
 from .config import TrainConfig, fields_by_group
 from .errors import GaescaleError, ParameterError
 
@@ -157,24 +158,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .run.pipeline import train
-    group = None
+    from .parallel.runtime import Local
+    runtime = Local()
     try:
-        if args.command in ("train", "demo"):  # started by torchrun: join its process group
-            from .parallel.runtime import from_torchrun
-            group = from_torchrun()
+        if args.command in ("train", "demo"):  # started by torchrun: join its process group, once
+            from .parallel.runtime import resolve
+            runtime = resolve()
         if args.command == "demo":
             from .data.synthetic import community_graph
             config = _config(args, DEMO_DEFAULTS)
-            if not config.quiet and (group is None or group.is_main):
-                print(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...",
-                      file=sys.stderr, flush=True)
+            if not config.quiet and runtime.is_main:
+                _log(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...")
             data = community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
-            train(config, data=data, group=group)
+            train(config, data=data, runtime=runtime)
         elif args.command == "train":
             config = _config(args, {})
             if config.edges is None or config.out is None:
                 parser.error("the following arguments are required: " + ("EDGES" if config.edges is None else "--out"))
-            train(config, group=group)
+            train(config, runtime=runtime)
         elif args.command == "tune":
             from .run.tune import tune
             config = _config(args, {})
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             from .run.report import write_report
             _log(f"wrote {write_report(args.run, args.out, log=_log)}")
     except GaescaleError as exc:
-        where = "" if group is None else f" (rank {group.rank})"
+        where = "" if runtime.world_size == 1 else f" (rank {runtime.rank})"
         print(f"gaescale: error{where}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (`gaescale plan ... | head`): not an error of ours
@@ -222,14 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gaescale: interrupted{hint}", file=sys.stderr)
         return 130
     finally:
-        if group is not None:
-            from .parallel.runtime import shutdown
-            shutdown()
+        runtime.shutdown()
     return 0
 
 
 def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    logs.info(msg)
 
 
 def _print_table(table: dict) -> None:

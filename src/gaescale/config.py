@@ -18,9 +18,14 @@ from .sparse import PRECISIONS
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
 
 
-def _opt(default, help: str, rule: str, *, group: str = "training", **extra):
-    """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none."""
-    return field(default=default, metadata=dict(help=help, rule=rule, group=group, **extra))
+def _opt(default, help: str, rule: str, *, group: str = "training", per_host: bool = False, resumable: bool = False,
+         **extra):
+    """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none;
+    ``group``: its section of ``--help``; ``per_host``: it may differ between the hosts of a data-parallel run (paths,
+    and what only this process sees); ``resumable``: a run may resume with another value (it changes neither the
+    data nor the trajectory of training; the input paths too: the graph's fingerprint checks their content)."""
+    return field(default=default, metadata=dict(help=help, rule=rule, group=group, per_host=per_host,
+                                                resumable=resumable, **extra))
 
 
 @dataclass
@@ -28,10 +33,10 @@ class TrainConfig:
     """Everything that defines a training run. Field order is the order of ``--help``."""
 
     edges: str | None = _opt(None, "edge list: CSV/TSV/whitespace text (optionally .gz), .npy (2 x E or E x 2), "
-                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", group="input")
+                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", group="input", per_host=True, resumable=True)
     features: str | None = _opt(None, "node features: .npy/.npz (row i = node i), or CSV/Parquet whose first column "
-                                      "is the node id", "opt-path", group="input")
-    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path", group="output")
+                                      "is the node id", "opt-path", group="input", per_host=True, resumable=True)
+    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path", group="output", per_host=True, resumable=True)
     ids: str = _opt("auto", "node ids in a text/Parquet edge list: integers, strings, or detect", "choice",
                     group="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", group="input",
@@ -88,7 +93,7 @@ class TrainConfig:
                                   "a gradient scaler; losses and sparse products accumulate in fp32", "choice",
                           group="scaling", choices=tuple(PRECISIONS))
     neg_ratio: float = _opt(1.0, "sampled node pairs per training edge (dense=sampled)", "float>0")
-    epochs: int = _opt(200, "maximum training epochs", "int>=1")
+    epochs: int = _opt(200, "maximum training epochs", "int>=1", resumable=True)
     lr: float | None = _opt(None, "Adam learning rate (default: 0.02 for linear, 0.01 for gcn and sage)", "float>0",
                             optional=True)
     seed: int = _opt(0, "random seed (split, initialisation, sampling)", "int>=0")
@@ -103,18 +108,18 @@ class TrainConfig:
                               group="evaluation", optional=True)
     checkpoint_every: int = _opt(10, "write a checkpoint (model, optimizer, random states) to OUT/checkpoints every "
                                      "this many epochs and at the end, keeping the last two (0: never)", "int>=0",
-                                 group="output")
+                                 group="output", resumable=True)
     resume: bool = _opt(False, "continue from the last checkpoint in OUT/checkpoints; refused if the configuration "
-                               "or the graph differ (--epochs may grow)", "bool", group="output")
+                               "or the graph differ (--epochs may grow)", "bool", group="output", resumable=True)
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
-                        group="output", flag="--no-report")
+                        group="output", flag="--no-report", per_host=True, resumable=True)
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
-                                          "past this many seconds (evaluation excluded)", "float>0", group="runtime", optional=True)
+                                          "past this many seconds (evaluation excluded)", "float>0", group="runtime", optional=True, resumable=True)
     device: str = _opt("auto", "where training runs: cpu, cuda (one GPU per process; under torchrun, the local "
                                "rank's), or auto (cuda when torch sees a GPU)", "choice", group="runtime",
-                       choices=DEVICES)
-    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime")
-    quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime")
+                       choices=DEVICES, per_host=True, resumable=True)
+    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime", per_host=True, resumable=True)
+    quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime", per_host=True, resumable=True)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -284,3 +289,8 @@ def fields_by_group() -> dict[str, list[dataclasses.Field]]:
     for f in dataclasses.fields(TrainConfig):
         groups.setdefault(f.metadata["group"], []).append(f)
     return groups
+
+
+def tagged(tag: str) -> frozenset[str]:
+    """The names of the fields whose metadata sets ``tag`` (``per_host``, ``resumable``: see :func:`_opt`)."""
+    return frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get(tag))

@@ -1,4 +1,4 @@
-"""Reconstruction losses built on one decomposition (see the README's "Losses" section).
+"""Reconstruction losses built on one decomposition (derived in docs/losses.md).
 
 For logits ``s_ij = z_i . z_j`` and a symmetric 0/1 adjacency with ordered edge set ``E``, every
 elementwise loss with weights ``w0`` (non-edge) and ``w1`` (edge) is

@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from gaescale.parallel.runtime import Dist, broadcast_state
+from gaescale.parallel.runtime import Dist
 from gaescale.graph import Graph
 from gaescale.training.samplers import neighbor_subgraph, sample_edges
 from gaescale.encoders import GCN, SAGE
@@ -69,7 +69,7 @@ def _worker(rank: int, world: int, port: int) -> None:
         # rank 0's weights reach every rank
         model = GAE(GCN(5, [4]))
         torch.nn.init.constant_(model.encoder.lins[0].weight, float(rank))
-        broadcast_state(model)
+        group.broadcast_state(model)
         assert torch.equal(model.encoder.lins[0].weight, torch.zeros(4, 5))
 
         # every rank embeds its own nodes, fetching its neighbours' rows: rank 0 gets a forward pass's z

@@ -28,13 +28,13 @@ import numpy as np
 import torch
 
 from ..config import TrainConfig
-from ..parallel.runtime import Dist, from_main, gather
+from ..parallel.runtime import Local
 from ..errors import DistributedError, InputFileError, ParameterError
 from .features import attach_features
 from ..graph import Graph, data_fingerprint
 from .readers import EdgeList, read_edges
 from .prepare import is_prepared, open_prepared, origin, prepare
-from ..parallel.transfer import arrays_from_main, once_per_filesystem
+from ..parallel.transfer import once_per_filesystem
 
 PARTITIONING = ("neighbor", "cluster", "auto")  # the strategies under which ranks prepare an edge list once
 RUN_COPY = "prepared"  # the run's own prepared copy of its edge list: OUT/prepared
@@ -61,9 +61,11 @@ def load_edges(config: TrainConfig) -> EdgeList:
 
 
 def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | None = None,
-                group: Dist | None = None) -> Inputs:
+                runtime: Local | None = None) -> Inputs:
     """Read the edge list (and features) into a graph, or map a prepared directory: the one given, or the
-    run's own copy of the edge list (see the module's docstring)."""
+    run's own copy of the edge list (see the module's docstring); ``runtime``: this process's
+    (:mod:`gaescale.parallel.runtime`), of several ranks under torchrun."""
+    group = runtime if runtime is not None and runtime.world_size > 1 else None  # the ranks' own ways to read
     t = time.perf_counter()
     mapped = data is None and is_prepared(config.edges)
     path = _rank_0s_directory(config, out, group, mapped, log) if group is not None and data is None else None
@@ -95,7 +97,7 @@ def _in_memory(data: EdgeList, log, t: float) -> Inputs:
     return Inputs(graph, x, ids)
 
 
-def _graph_from_main(config: TrainConfig, group: Dist, log, t: float) -> Inputs:
+def _graph_from_main(config: TrainConfig, group, log, t: float) -> Inputs:
     """Under torchrun, an edge list read into memory (full batch and FastGAE, which replicate the graph, or a
     run without an output directory): rank 0 alone reads it (and the features), and sends the others the
     graph's CSR and the features, so that only rank 0's host needs the files; the others hold neither the ids
@@ -109,7 +111,7 @@ def _graph_from_main(config: TrainConfig, group: Dist, log, t: float) -> Inputs:
         g, x = mine[0].graph, mine[0].x
         return {"indptr": g.indptr, "indices": g.indices, **({} if x is None else {"x": x.numpy()})}
 
-    arrays = arrays_from_main(read, f"the graph of {config.edges}")
+    arrays = group.arrays_on_main(read, f"the graph of {config.edges}")
     if group.is_main:
         log(f"sent the graph{' and the features' if 'x' in arrays else ''} to the other processes "
             f"({group.world_size - 1}), which do not read {config.edges} [{time.perf_counter() - read_at[0]:.1f}s]")
@@ -122,10 +124,10 @@ def _graph_from_main(config: TrainConfig, group: Dist, log, t: float) -> Inputs:
     return inputs
 
 
-def _rank_0s_directory(config: TrainConfig, out: Path | None, group: Dist, mapped: bool, log) -> Path | None:
+def _rank_0s_directory(config: TrainConfig, out: Path | None, group, mapped: bool, log) -> Path | None:
     """Where this rank maps rank 0's directory of 'gaescale prepare' (None where rank 0 reads an edge list):
     ``config.edges``, or on a host that does not see it there, ``OUT/prepared``, a copy that rank 0 sends."""
-    kinds = gather(mapped, waiting=True)
+    kinds = group.gather(mapped, waiting=True)
     if not kinds[0]:
         if any(kinds):  # the ranks would take different ways in, and wait on different collectives
             bad = kinds.index(True)
@@ -140,7 +142,7 @@ def _rank_0s_directory(config: TrainConfig, out: Path | None, group: Dist, mappe
         return Path(config.edges)
     source = Path(config.edges).resolve() if group.is_main else None
     made_from = {"prepared": str(source), "manifest": open_prepared(source).manifest} if group.is_main else None
-    made_from = gather(made_from, waiting=True)[0]
+    made_from = group.gather(made_from, waiting=True)[0]
     target = None if out is None else out / RUN_COPY
 
     def clear():
@@ -169,7 +171,7 @@ def _mapped(path, log, t: float) -> Inputs:
     return Inputs(p.graph, p.x, None, p.path)  # the features stay mapped until train knows which rows it needs
 
 
-def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) -> Path | None:
+def _run_copy(config: TrainConfig, out: Path | None, group, log) -> Path | None:
     """``OUT/prepared``, made or reused, where training reads the edge list through it; None where it is
     read into memory (a fresh run then removes the copy an earlier run left in the same OUT). Under torchrun
     only rank 0 reads the edge list."""
@@ -181,7 +183,7 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
     made_from = origin(config.edges, config.features, ids=config.ids, header=config.header) if main else None
     resumed = main and config.resume and _is_copy(target, made_from)  # the run being resumed trained from it
     if group is not None and config.resume and not partitioned:
-        resumed = from_main(resumed, waiting=True)  # as rank 0 sees it, on every rank
+        resumed = group.from_main(resumed, waiting=True)  # as rank 0 sees it, on every rank
     if group is None or not (partitioned or resumed):
         if resumed:
             log(f"resuming from the run's own prepared copy of {config.edges}, {target}")
@@ -189,7 +191,7 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
         if not config.resume and main and _is_copy(target):
             shutil.rmtree(target)
         return None
-    made_from = gather(made_from, waiting=True)[0]  # rank 0's files: the others need not have them
+    made_from = group.gather(made_from, waiting=True)[0]  # rank 0's files: the others need not have them
     reused = False
 
     def make():
@@ -210,11 +212,11 @@ def _run_copy(config: TrainConfig, out: Path | None, group: Dist | None, log) ->
     return target
 
 
-def _same_graph(path: Path, group: Dist) -> None:
+def _same_graph(path: Path, group) -> None:
     """Refuse, on every rank, a run whose ranks map different graphs (each rank its ``path``): their numbers of
     nodes and edges, and a hash of the row pointer (the degrees), must be rank 0's."""
     g = open_prepared(path).graph
-    every = gather((g.num_nodes, g.num_edges, data_fingerprint(g.indptr), str(path)), waiting=True)
+    every = group.gather((g.num_nodes, g.num_edges, data_fingerprint(g.indptr), str(path)), waiting=True)
     bad = next((r for r, s in enumerate(every) if s[:3] != every[0][:3]), None)
     if bad is not None:
         (n, e, _, at), (n0, e0, _, at0) = every[bad], every[0]

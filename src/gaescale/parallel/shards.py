@@ -29,7 +29,7 @@ import scipy.sparse as sp
 import torch
 import torch.distributed as dist
 
-from .runtime import Dist, gather, peer_failures
+from .runtime import peer_failures
 from ..graph import Graph
 from ..sparse import to_torch_csr
 
@@ -118,9 +118,9 @@ class Shards(NamedTuple):
     rank: int
 
 
-def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
+def partition(group, graph: Graph, train: Graph | None, x, *,
               rows: tuple[np.ndarray, np.ndarray] | None = None, device=None) -> Shards:
-    """This rank's shard of the training graph and of the features ``x: (N, F)`` (or None), the features
+    """This rank's (of the runtime ``group``) shard of the training graph and of the features ``x: (N, F)`` (or None), the features
     on ``device``. Nodes are cut by ``graph`` (the whole graph, whose row pointer every rank has:
     :func:`node_bounds`). The rank's neighbour lists are copied from ``train`` (the training graph, when
     this rank holds it) or given as ``rows = (degree, indices)`` of its range (from
@@ -135,7 +135,7 @@ def partition(group: Dist, graph: Graph, train: Graph | None, x, *,
         local = np.array(train.indices[int(train.indptr[a]):int(train.indptr[b])])
     else:
         degree, local = rows
-    indptr = np.concatenate([[0], np.cumsum(_gather_ranges(degree))]).astype(np.int64)
+    indptr = np.concatenate([[0], np.cumsum(_gather_ranges(group, degree))]).astype(np.int64)
     features = None
     if x is not None:
         rows = x[a:b]  # a tensor, or the memory-mapped features of a prepared graph
@@ -205,8 +205,8 @@ def _halo(own: Graph, first: int, num_nodes: int) -> tuple[np.ndarray, np.ndarra
     return halo, position[cols]
 
 
-def _gather_ranges(values: np.ndarray) -> np.ndarray:
+def _gather_ranges(group, values: np.ndarray) -> np.ndarray:
     """Every rank's ``values`` (1-D), concatenated in rank order. The others may wait long here while rank 0
     works alone (splits the whole graph, or draws the held-out non-edges), so it runs among the collectives
-    that allow that (see :func:`gaescale.distributed.from_torchrun`)."""
-    return np.concatenate([np.asarray(v, np.int64) for v in gather(np.asarray(values, np.int64), waiting=True)])
+    that allow that (see :func:`gaescale.parallel.runtime.from_torchrun`)."""
+    return np.concatenate([np.asarray(v, np.int64) for v in group.gather(np.asarray(values, np.int64), waiting=True)])

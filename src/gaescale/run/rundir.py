@@ -1,7 +1,8 @@
-"""Reading a finished run directory (the ``--out`` of ``gaescale train``) back: embeddings keyed by
-the user's ids, the graph, the held-out pairs and the metrics. Used by ``topk``, ``score`` and ``report``.
+"""The run directory (the ``--out`` of ``gaescale train``): written by :func:`write_run` (and metrics.json by the
+pipeline), read back by :class:`Run`: embeddings keyed by the user's ids, the graph, the held-out pairs and the
+metrics, for ``topk``, ``score`` and ``report``.
 
-Layout (every file written atomically by :mod:`gaescale.pipeline`)::
+Layout (every file written atomically)::
 
     embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
     node_bias.npy   (N,) float32, with --decoder bias: the logit of (i, j) is z_i . z_j + b_i + b_j
@@ -16,6 +17,7 @@ Layout (every file written atomically by :mod:`gaescale.pipeline`)::
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,8 +25,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._version import __version__
 from ..errors import RunDirError
 from ..graph import Graph
+from ..models import split_bias
+from ..outputs import atomic_write, write_ids, write_json, write_npy, write_npz, write_torch
 
 
 @dataclass
@@ -157,3 +162,42 @@ class Run:
 
     def config(self) -> dict:
         return json.loads(self._file("config.json").read_text())
+
+
+def embeddings_and_bias(model, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(embeddings: (N, d), node_bias: (N,) or None)`` float32 of the model's output ``z`` (:func:`split_bias`)."""
+    bias = None
+    if model.node_bias is not None:
+        z, bias = split_bias(z)
+        bias = bias.numpy().astype(np.float32)
+    return np.ascontiguousarray(z.numpy(), dtype=np.float32), bias
+
+
+def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarray,
+               bias: np.ndarray | None, num_features: int | None, num_nodes: int) -> None:
+    """The run directory's files but metrics.json and the report (layout: :mod:`gaescale.rundir`), each atomically;
+    an earlier run's files into the same OUT that this run does not write are removed."""
+    write_npy(out / "embeddings.npy", embeddings)
+    if bias is not None:
+        write_npy(out / "node_bias.npy", bias)
+    else:
+        (out / "node_bias.npy").unlink(missing_ok=True)
+    if inputs.prepared is not None:
+        with open(inputs.prepared / "nodes.tsv", "rb") as ids:
+            atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
+    else:
+        write_ids(out / "nodes.tsv", inputs.node_ids)
+    write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
+                                   "config": config.to_dict(), "in_dim": num_features,
+                                   "num_nodes": int(num_nodes), "gaescale_version": __version__})
+    write_json(out / "config.json", config.to_dict())
+    if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
+        own = inputs.prepared.resolve().parent == out.resolve()
+        write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
+        (out / "graph.npz").unlink(missing_ok=True)
+    else:
+        write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
+        (out / "graph.json").unlink(missing_ok=True)
+        shutil.rmtree(out / "split", ignore_errors=True)  # a prepared graph's split, of an earlier run
+    write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
+              test_neg=split.test_neg)

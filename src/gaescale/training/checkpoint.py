@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..config import tagged
 from ..errors import CheckpointError
 from ..outputs import write_torch
 
 # Fields that change neither the data nor the trajectory of training (the device: float rounding only): a run
-# may resume with other values.
-# The input paths are left out too: the graph's fingerprint checks their content, wherever they moved.
-RESUMABLE_CHANGES = frozenset({"out", "quiet", "threads", "device", "resume", "checkpoint_every", "epochs", "report",
-                               "time_limit", "edges", "features"})
+# may resume with other values (the fields marked resumable in gaescale.config).
+RESUMABLE_CHANGES = tagged("resumable")
 _NAME = re.compile(r"^epoch-(\d+)\.pt$")
 
 

@@ -24,7 +24,7 @@ import torch
 from ..devices import index_on
 from ..errors import GraphError, ParameterError
 from ..graph import Graph
-from ..losses import full_precision, minibatch_loss
+from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 from ..sparse import PairIndex
 
@@ -166,3 +166,59 @@ class NeighborLinks:
             if hasattr(model, "kl"):
                 loss = loss + model.kl() / n
             yield loss
+
+
+class ShardedFullBatch:
+    """Full batch over the ``W`` ranks of a ``runtime`` with the graph replicated (see :mod:`gaescale.parallel.runtime`): one step per
+    epoch; the loss of rank ``r`` covers its shard of the training pairs and of the dense term: of the
+    sampled pairs (``m`` rounded up to a multiple of ``W``), of the exact term's tiles (row blocks
+    ``r, r + W, ...``: each rank forms about ``1/W`` of the ``N^2 / 2`` pair evaluations), or ``1/W`` of
+    the closed form."""
+
+    name = "full"
+    shared_draws = True  # every rank draws the same pairs and keeps its share
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self._shard = None  # (the pairs it was cut from, this rank's PairIndex, their count, self loops)
+
+    def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
+        w, r, n = self.runtime.world_size, self.runtime.rank, graph.num_nodes
+        if self._shard is None or self._shard[0] is not pairs:  # cut once, reused every epoch
+            every = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
+            self._shard = (pairs, PairIndex.from_pairs(every[:, r::w], n), every.shape[1],
+                           int((every[0] == every[1]).sum()))
+        z = full_precision(model(x, graph))  # the loss in float32 under mixed precision, as one process's
+        with torch.autocast(z.device.type, enabled=False):
+            loss = self._loss(z, generator, loss_kwargs, model)
+        if hasattr(model, "kl"):
+            loss = loss + model.kl() / n
+        yield loss
+
+    def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict, model) -> torch.Tensor:
+        """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)`` under ``model``'s decoder."""
+        metric = model.metric(z)
+
+        def logits(pidx: PairIndex) -> torch.Tensor:
+            return pidx.logits(z, metric) if model.pair_decoder is None else model.logits(z, pidx.pairs())
+        w, r, n = self.runtime.world_size, self.runtime.rank, z.shape[0]
+        _, mine, count, loops = self._shard
+        dense, kind, weighting = loss_kwargs.get("dense", "sampled"), loss_kwargs.get("kind", "bce"), loss_kwargs.get("weighting")
+        num_edge_pairs = 2 * count - loops
+        if dense == "sampled":
+            m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
+            m = -(-m // w) * w
+            sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
+            s_neg = logits(PairIndex.from_pairs(sampled, n))
+        else:
+            s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
+        loss = minibatch_loss(logits(mine), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
+                              pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting)
+        if dense == "sampled":
+            return loss
+        # exact: this rank's tiles; closed (O(N d^2)): the whole term, of which a 1/W share
+        pair_loss, weighting = resolve_kind(kind, weighting)
+        w0, _ = pair_weights(weighting, n, num_edge_pairs)
+        share = (dense_term(z, pair_loss, dense, shard=(r, w), metric=metric) if dense == "exact"
+                 else dense_term(z, pair_loss, dense, metric=metric) / w)
+        return loss + w * w0 * share  # W times this rank's share, as the edge term above

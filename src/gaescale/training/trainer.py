@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..parallel import runtime as distributed
+from ..parallel.runtime import Local
 from .checkpoint import Checkpointer, rng_state, set_rng_state
 from ..errors import CheckpointError, NonFiniteLossError, ParameterError
 from ..graph import Graph
@@ -34,13 +34,52 @@ class FitResult:
         return statistics.median(self.train_seconds) if self.train_seconds else 0.0
 
 
+@dataclass
+class FitState:
+    """What the loop carries from epoch to epoch, checkpointed with the model, the optimizer, the stopper's
+    state and the random streams: the epoch records, whether training stopped, each epoch's training seconds."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    seconds: list[float] = field(default_factory=list)
+    epoch: int = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.history, "stopped": self.stopped, "seconds": self.seconds, "epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history, self.stopped, self.seconds, self.epoch = (state[k] for k in ("history", "stopped", "seconds", "epoch"))
+
+
+@dataclass
+class _Loop:
+    """The parts of one fit: the model and what its steps read, the optimizer, the precision's autocast and
+    scaler, the generator the strategy draws from, the runtime, the stopper and the state."""
+
+    model: torch.nn.Module
+    forward: Any  # what the strategy calls: the model, or its DDP wrapper (runtime.wrap)
+    x: torch.Tensor | None
+    graph: Graph
+    pairs: Any
+    strategy: Any
+    loss_kwargs: dict
+    opt: torch.optim.Optimizer
+    amp: Any
+    scaler: Any
+    gen: torch.Generator
+    runtime: Local
+    stopper: EarlyStopping
+    state: FitState
+    per_rank: bool  # the ranks draw their own batches: checkpoints keep every rank's random state
+
+
 def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex | None, *,
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
         eval_every: int = 1, patience: int = 20, warmup: int = 0, loss_kwargs: dict | None = None, progress: bool = True,
         on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
         embed: Callable[[], torch.Tensor] | None = None, embed_collective: bool = False, precision: str = "fp32",
-        group=None) -> FitResult:
+        runtime: Local | None = None, group=None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once; None for the strategies that draw their pairs from
     ``graph``: Cluster-GCN, FastGAE, neighbour sampling). With ``val = (pos, neg)``, the weights of the best
@@ -55,106 +94,130 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``torch.autocast`` with ``bf16`` or ``fp16`` (and for ``fp16`` a ``GradScaler``, whose state is
     checkpointed); losses and sparse products accumulate in float32 (:mod:`gaescale.sparse`).
 
-    ``group`` (a :class:`gaescale.distributed.Dist`): this process is one rank of a data-parallel group;
-    the model is wrapped in ``DistributedDataParallel`` for the strategy's steps (which shard the loss),
-    the recorded loss is the mean over the ranks, only rank 0 validates, and rank 0's decisions to stop
-    reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only. With ``embed_collective``,
-    ``embed`` is a collective that every rank calls whenever rank 0 validates (the embeddings of a sharded
-    graph, :func:`gaescale.shards.embed_sharded`; it returns them on rank 0). A strategy whose ranks draw their
-    own batches (all but ``shared_draws`` ones) gets a generator per rank
+    ``runtime`` (:mod:`gaescale.parallel.runtime`; ``group`` is its old name): under torchrun this process is
+    one rank of a data-parallel group; the model is wrapped in ``DistributedDataParallel`` for the strategy's
+    steps (which shard the loss), the recorded loss is the mean over the ranks, only rank 0 validates, and
+    rank 0's decisions to stop reach every rank. Pass ``checkpointer`` and ``val`` on rank 0 only. With
+    ``embed_collective``, ``embed`` is a collective that every rank calls whenever rank 0 validates (the
+    embeddings of a sharded graph, :func:`gaescale.shards.embed_sharded`; it returns them on rank 0). A
+    strategy whose ranks draw their own batches (all but ``shared_draws`` ones) gets a generator per rank
     (:func:`gaescale.distributed.rank_seed`), and checkpoints keep every rank's random state.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
     a run that was never interrupted.
     """
-    loss_kwargs = dict(loss_kwargs or {})
-    strategy = strategy or FullBatch()
+    if precision not in PRECISIONS:
+        raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
+    loop = _start(model, x, graph, train_edges, strategy or FullBatch(), dict(loss_kwargs or {}), lr=lr, seed=seed,
+                  patience=patience, warmup=warmup, precision=precision, runtime=runtime or group or Local())
+    if resume is not None:
+        _resume(loop, resume)
+    s, rt = loop.state, loop.runtime
+    bar = _progress(epochs, progress, initial=s.epoch)
+    for epoch in range(s.epoch + 1, epochs + 1):
+        if s.stopped:
+            break
+        rec = _train_epoch(loop, epoch, time_limit, checkpointer)
+        time_up = bool(time_limit and sum(s.seconds) >= time_limit)  # rank 0's decides, through "stopped"
+        due = val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up)
+        if embed_collective:
+            due = rt.from_main(due)
+        if due:
+            rec.update(_validate(model, x, graph, val, embed))
+        if "val_auc" in rec:
+            loop.stopper.update(epoch, rec["val_auc"], model)
+        s.history.append(rec)
+        s.epoch = epoch
+        s.stopped = bool(val is not None and loop.stopper.stop) or time_up
+        # Several ranks: the others wait (in collectives that allow it) while rank 0 evaluates and saves.
+        ranks_rng = rt.gather(rng_state(loop.gen), waiting=True) if loop.per_rank else None  # every epoch
+        if checkpointer is not None and (checkpointer.due(epoch) or s.stopped or epoch == epochs):
+            _save(loop, checkpointer, epoch, ranks_rng)
+        s.stopped = rt.from_main(s.stopped, waiting=True)  # rank 0's decision
+        if on_epoch:
+            on_epoch(rec)
+        bar.update(rec, loop.stopper.best_auc)
+    bar.close()
+    stopper = loop.stopper
+    stopper.restore(model)
+    return FitResult(s.history, stopper.best_epoch or len(s.history),
+                     stopper.best_auc if stopper.best_state is not None else None, s.stopped, s.seconds)
+
+
+def _start(model, x, graph: Graph, train_edges, strategy, loss_kwargs: dict, *, lr: float, seed: int, patience: int,
+           warmup: int, precision: str, runtime: Local) -> _Loop:
+    """The loop's parts before the first epoch (or the resumed one)."""
     device = next(model.parameters()).device
     if isinstance(train_edges, torch.Tensor) and isinstance(strategy, FullBatch):
         train_edges = PairIndex.from_pairs(train_edges, graph.num_nodes)  # built once, reused every epoch
     if isinstance(train_edges, PairIndex):
         train_edges = train_edges.to(device)  # moved once, where the model is
-    if precision not in PRECISIONS:
-        raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
     amp = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    # Ranks that draw their own batches have their own random streams (dropout and VGAE noise included).
-    per_rank = group is not None and not getattr(strategy, "shared_draws", False)
-    gen = torch.Generator().manual_seed(distributed.rank_seed(seed, group.rank) if per_rank else seed + 1)
-    if per_rank:
-        torch.manual_seed(gen.initial_seed())
+    own_draws = not getattr(strategy, "shared_draws", False)
+    gen = torch.Generator().manual_seed(runtime.seed(seed, own_draws=own_draws))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    stopper = EarlyStopping(patience, warmup)
-    s = {"history": [], "stopped": False, "seconds": [], "epoch": 0}
-    if resume is not None:
-        model.load_state_dict(resume["model"])
-        opt.load_state_dict(resume["optimizer"])
-        s.update({k: resume[k] for k in s})
-        stopper.load_state_dict(resume)
-        set_rng_state(_rank_rng(resume, group) if per_rank else resume["rng"], gen)
-        if resume.get("scaler"):
-            scaler.load_state_dict(resume["scaler"])
-    forward = model if group is None else distributed.Replicated(model)
-    bar = _progress(epochs, progress, initial=s["epoch"])
-    for epoch in range(s["epoch"] + 1, epochs + 1):
-        if s["stopped"]:
+    return _Loop(model, runtime.wrap(model), x, graph, train_edges, strategy, loss_kwargs, opt, amp, scaler, gen,
+                 runtime, EarlyStopping(patience, warmup), FitState(), runtime.world_size > 1 and own_draws)
+
+
+def _resume(loop: _Loop, resume: dict[str, Any]) -> None:
+    """Continue from a checkpoint's state (see :class:`gaescale.checkpoint.Checkpointer`)."""
+    loop.model.load_state_dict(resume["model"])
+    loop.opt.load_state_dict(resume["optimizer"])
+    loop.state.load_state_dict(resume)
+    loop.stopper.load_state_dict(resume)
+    set_rng_state(_rank_rng(resume, loop.runtime) if loop.per_rank else resume["rng"], loop.gen)
+    if resume.get("scaler"):
+        loop.scaler.load_state_dict(resume["scaler"])
+
+
+def _train_epoch(loop: _Loop, epoch: int, time_limit: float | None, checkpointer: Checkpointer | None) -> dict[str, Any]:
+    """One epoch's optimizer steps (the time limit checked after each); its record: mean loss, seconds, steps."""
+    s, rt = loop.state, loop.runtime
+    t0 = time.perf_counter()
+    loop.model.train()
+    losses = []
+    steps = loop.strategy.steps(loop.forward, loop.x, loop.graph, loop.pairs, loop.gen, loop.loss_kwargs)
+    while True:
+        with loop.amp:  # the forward pass of a step runs inside the generator
+            loss = next(steps, None)
+        if loss is None:
             break
-        t0 = time.perf_counter()
-        model.train()
-        losses = []
-        steps = strategy.steps(forward, x, graph, train_edges, gen, loss_kwargs)
-        while True:
-            with amp:  # the forward pass of a step runs inside the generator
-                loss = next(steps, None)
-            if loss is None:
-                break
-            value = loss.item() if group is None else distributed.mean(loss.item())  # the same on every rank
-            if not math.isfinite(value):
-                kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
-                raise NonFiniteLossError(f"the training loss became {value} at epoch {epoch}; lower --lr or "
-                                         f"check the features' scale.{kept}")
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            losses.append(value)
-            out_of_time = bool(time_limit and sum(s["seconds"]) + time.perf_counter() - t0 >= time_limit)
-            if out_of_time if group is None else distributed.from_main(out_of_time):
-                break  # mid-epoch: a mini-batch epoch can be long
-        s["seconds"].append(time.perf_counter() - t0)
-        rec: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s["seconds"][-1],
-                               "steps": len(losses)}
-        time_up = bool(time_limit and sum(s["seconds"]) >= time_limit)  # rank 0's decides, through "stopped"
-        due = val is not None and (epoch % eval_every == 0 or epoch == epochs or time_up)
-        if embed_collective and group is not None:
-            due = distributed.from_main(due)
-        if due:
-            model.eval()
-            with torch.no_grad():
-                z = embed() if embed else model(x, graph)
-            if val is not None:
-                rec["val_auc"], rec["val_ap"] = link_scores(z, *val, metric=model.metric(z), decoder=model.pair_decoder)
-        if "val_auc" in rec:
-            stopper.update(epoch, rec["val_auc"], model)
-        s["history"].append(rec)
-        s["epoch"] = epoch
-        s["stopped"] = bool(val is not None and stopper.stop) or time_up
-        # Several ranks: the others wait (in collectives that allow it) while rank 0 evaluates and saves.
-        ranks_rng = distributed.gather(rng_state(gen), waiting=True) if per_rank else None  # every epoch
-        if checkpointer is not None and (checkpointer.due(epoch) or s["stopped"] or epoch == epochs):
-            checkpointer.save(epoch, {**s, **stopper.state_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                      "rng": rng_state(gen), "scaler": scaler.state_dict(),
-                                      **({"rank_rng": ranks_rng} if per_rank else {})})
-        if group is not None:
-            s["stopped"] = distributed.from_main(s["stopped"], waiting=True)  # rank 0's decision
-        if on_epoch:
-            on_epoch(rec)
-        bar.update(rec, stopper.best_auc)
-    bar.close()
-    stopper.restore(model)
-    return FitResult(s["history"], stopper.best_epoch or len(s["history"]),
-                     stopper.best_auc if stopper.best_state is not None else None, s["stopped"], s["seconds"])
+        value = rt.mean(loss.item())  # the same on every rank
+        if not math.isfinite(value):
+            kept = f" The last good checkpoint is {checkpointer.last}." if checkpointer and checkpointer.last else ""
+            raise NonFiniteLossError(f"the training loss became {value} at epoch {epoch}; lower --lr or "
+                                     f"check the features' scale.{kept}")
+        loop.opt.zero_grad(set_to_none=True)
+        loop.scaler.scale(loss).backward()
+        loop.scaler.step(loop.opt)
+        loop.scaler.update()
+        losses.append(value)
+        out_of_time = bool(time_limit and sum(s.seconds) + time.perf_counter() - t0 >= time_limit)
+        if rt.from_main(out_of_time):
+            break  # mid-epoch: a mini-batch epoch can be long
+    s.seconds.append(time.perf_counter() - t0)
+    return {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s.seconds[-1], "steps": len(losses)}
+
+
+def _validate(model, x, graph: Graph, val, embed) -> dict[str, float]:
+    """``val_auc`` and ``val_ap`` of the evaluation-mode embeddings (``embed()``, or one no-grad forward pass);
+    none where ``val`` is None (the ranks other than 0 of a sharded graph, which only help embed)."""
+    model.eval()
+    with torch.no_grad():
+        z = embed() if embed else model(x, graph)
+    if val is None:
+        return {}
+    auc, ap = link_scores(z, *val, metric=model.metric(z), decoder=model.pair_decoder)
+    return {"val_auc": auc, "val_ap": ap}
+
+
+def _save(loop: _Loop, checkpointer: Checkpointer, epoch: int, ranks_rng: list | None) -> None:
+    checkpointer.save(epoch, {**loop.state.state_dict(), **loop.stopper.state_dict(), "model": loop.model.state_dict(),
+                              "optimizer": loop.opt.state_dict(), "rng": rng_state(loop.gen),
+                              "scaler": loop.scaler.state_dict(), **({"rank_rng": ranks_rng} if loop.per_rank else {})})
 
 
 def _rank_rng(resume: dict[str, Any], group) -> dict[str, Any]:
