@@ -8,11 +8,11 @@ import sys
 
 from ._version import __version__
 from . import logs
-from .config import TrainConfig, fields_by_group
+from .config import TrainConfig, fields_by_section
 from .errors import GaescaleError, ParameterError
 
 DEMO_DEFAULTS = dict(hidden="16,16", dim=8, epochs=100, eval_every=5, out="runs/demo")
-GROUP_TITLES = {"input": "input", "output": "output", "model": "model", "training": "training and loss",
+SECTION_TITLES = {"input": "input", "output": "output", "model": "model", "training": "training and loss",
                 "scaling": "scaling: mini-batch strategies and memory", "evaluation": "evaluation", "runtime": "runtime"}
 
 
@@ -21,8 +21,8 @@ def _flag(name: str) -> str:
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults: dict) -> None:
-    for group, fields in fields_by_group().items():
-        g = parser.add_argument_group(GROUP_TITLES[group])
+    for section, fields in fields_by_section().items():
+        g = parser.add_argument_group(SECTION_TITLES[section])
         for f in fields:
             if f.name in skip:
                 continue
@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--nodes", help="number of nodes")
     plan.add_argument("--edges", dest="plan_edges", metavar="EDGES", help="number of undirected edges")
     plan.add_argument("--num-features", default="0", help="features per node (default: 0, featureless)")
-    _add_config_flags(plan, {f.name for g in ("input", "output", "runtime") for f in fields_by_group()[g]},
+    _add_config_flags(plan, {f.name for g in ("input", "output", "runtime") for f in fields_by_section()[g]},
                       {"strategy": "auto"})
     return parser
 

@@ -18,13 +18,13 @@ from .sparse import PRECISIONS
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
 
 
-def _opt(default, help: str, rule: str, *, group: str = "training", per_host: bool = False, resumable: bool = False,
+def _opt(default, help: str, rule: str, *, section: str = "training", per_host: bool = False, resumable: bool = False,
          **extra):
     """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none;
-    ``group``: its section of ``--help``; ``per_host``: it may differ between the hosts of a data-parallel run (paths,
+    ``section``: its section of ``--help`` (and of the CLI's subcommands); ``per_host``: it may differ between the hosts of a data-parallel run (paths,
     and what only this process sees); ``resumable``: a run may resume with another value (it changes neither the
     data nor the trajectory of training; the input paths too: the graph's fingerprint checks their content)."""
-    return field(default=default, metadata=dict(help=help, rule=rule, group=group, per_host=per_host,
+    return field(default=default, metadata=dict(help=help, rule=rule, section=section, per_host=per_host,
                                                 resumable=resumable, **extra))
 
 
@@ -33,29 +33,29 @@ class TrainConfig:
     """Everything that defines a training run. Field order is the order of ``--help``."""
 
     edges: str | None = _opt(None, "edge list: CSV/TSV/whitespace text (optionally .gz), .npy (2 x E or E x 2), "
-                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", group="input", per_host=True, resumable=True)
+                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", section="input", per_host=True, resumable=True)
     features: str | None = _opt(None, "node features: .npy/.npz (row i = node i), or CSV/Parquet whose first column "
-                                      "is the node id", "opt-path", group="input", per_host=True, resumable=True)
-    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path", group="output", per_host=True, resumable=True)
+                                      "is the node id", "opt-path", section="input", per_host=True, resumable=True)
+    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path", section="output", per_host=True, resumable=True)
     ids: str = _opt("auto", "node ids in a text/Parquet edge list: integers, strings, or detect", "choice",
-                    group="input", choices=("auto", "int", "str"))
-    header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", group="input",
+                    section="input", choices=("auto", "int", "str"))
+    header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", section="input",
                        choices=("auto", "yes", "no"))
     encoder: str = _opt("auto", "encoder: gcn (Kipf & Welling), sage (GraphSAGE, mean aggregator), linear "
                                 "(one-hop A_hat X W, no hidden layers), auto (linear for a graph without features or "
                                 f"with at least {LINEAR_MIN_FEATURES} per node, unless --hidden is given; else gcn)",
-                        "choice", group="model", choices=("auto", "gcn", "sage", "linear"))
+                        "choice", section="model", choices=("auto", "gcn", "sage", "linear"))
     variational: bool = _opt(False, "train a VGAE (Gaussian embeddings, KL term) instead of a GAE", "bool",
-                             group="model")
+                             section="model")
     decoder: str = _opt("bias", "decoder: bias (sigmoid(z_i . z_j + b_i + b_j) with a learned bias per node, so that "
                                 "degree need not live in z), inner (sigmoid(z_i . z_j)) or hadamard (an MLP of "
                                 "z_i * z_j, 64 hidden units; --dense sampled only; topk cannot rank with it)", "choice",
-                        group="model", choices=("bias", "inner", "hadamard"))
+                        section="model", choices=("bias", "inner", "hadamard"))
     hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none (default: none "
-                                      "for linear, 32 for gcn and sage)", "ints", group="model")
+                                      "for linear, 32 for gcn and sage)", "ints", section="model")
     dim: int | None = _opt(None, "embedding dimension d, the last layer's width (default: 64 for linear, 16 for gcn "
-                                 "and sage)", "int>=1", group="model", optional=True)
-    dropout: float = _opt(0.0, "dropout between encoder layers", "float[0,1)", group="model")
+                                 "and sage)", "int>=1", section="model", optional=True)
+    dropout: float = _opt(0.0, "dropout between encoder layers", "float[0,1)", section="model")
     loss: str = _opt("bce", "reconstruction loss kind", "choice", choices=LOSS_NAMES)
     dense: str = _opt("sampled", "how the all-pairs term is computed: sampled (unbiased estimate), exact "
                                  "(streamed blocks, O(N^2 d) time), closed (linear-mse only)", "choice",
@@ -70,56 +70,56 @@ class TrainConfig:
                                  "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, encoder on "
                                  "the sampled neighbourhoods of their endpoints), auto (the first of full, fastgae, "
                                  "cluster, neighbor whose predicted peak fits --memory-budget; see 'gaescale plan')",
-                         "choice", group="scaling", choices=("full", "cluster", "fastgae", "neighbor", "auto"))
+                         "choice", section="scaling", choices=("full", "cluster", "fastgae", "neighbor", "auto"))
     memory_budget: float | None = _opt(None, "GiB that --strategy auto may plan for (default: the memory available "
-                                             "when training starts)", "float>0", group="scaling", optional=True)
+                                             "when training starts)", "float>0", section="scaling", optional=True)
     cluster_parts: int | None = _opt(None, "METIS parts for --strategy cluster (default: one per 1,000 nodes)",
-                                     "int>=1", group="scaling", optional=True)
+                                     "int>=1", section="scaling", optional=True)
     clusters_per_batch: int | None = _opt(None, "parts per Cluster-GCN step (default: 20)", "int>=1",
-                                          group="scaling", optional=True)
+                                          section="scaling", optional=True)
     fastgae_nodes: int | None = _opt(None, "nodes of each FastGAE subgraph (default: N/10, at least 1,000)", "int>=2",
-                                     group="scaling", optional=True)
+                                     section="scaling", optional=True)
     fastgae_alpha: float | None = _opt(None, "FastGAE draws nodes with probability proportional to degree^alpha "
-                                             "(default: 1; 0: uniform)", "float>=0", group="scaling", optional=True)
+                                             "(default: 1; 0: uniform)", "float>=0", section="scaling", optional=True)
     fanouts: tuple | None = _opt(None, "neighbours sampled per node at each hop for --strategy neighbor, one per "
-                                       "encoder layer, e.g. 10,10 (default: 10 per layer)", "ints", group="scaling",
+                                       "encoder layer, e.g. 10,10 (default: 10 per layer)", "ints", section="scaling",
                                  optional=True)
     batch_size: int | None = _opt(None, "training edges per --strategy neighbor step (default: 65,536)", "int>=1",
-                                  group="scaling", optional=True)
+                                  section="scaling", optional=True)
     checkpoint_activations: bool = _opt(False, "keep only each layer's input for backward and recompute the rest "
                                                "(torch.utils.checkpoint): less memory, about one more forward",
-                                        "bool", group="scaling")
+                                        "bool", section="scaling")
     precision: str = _opt("fp32", "fp32, or mixed precision: the forward pass under autocast in bf16, or fp16 with "
                                   "a gradient scaler; losses and sparse products accumulate in fp32", "choice",
-                          group="scaling", choices=tuple(PRECISIONS))
+                          section="scaling", choices=tuple(PRECISIONS))
     neg_ratio: float = _opt(1.0, "sampled node pairs per training edge (dense=sampled)", "float>0")
     epochs: int = _opt(200, "maximum training epochs", "int>=1", resumable=True)
     lr: float | None = _opt(None, "Adam learning rate (default: 0.02 for linear, 0.01 for gcn and sage)", "float>0",
                             optional=True)
     seed: int = _opt(0, "random seed (split, initialisation, sampling)", "int>=0")
-    val_fraction: float = _opt(0.05, "fraction of edges held out for validation", "float[0,1)", group="evaluation")
-    test_fraction: float = _opt(0.10, "fraction of edges held out for testing", "float[0,1)", group="evaluation")
-    eval_every: int = _opt(1, "evaluate validation AUC/AP every this many epochs", "int>=1", group="evaluation")
+    val_fraction: float = _opt(0.05, "fraction of edges held out for validation", "float[0,1)", section="evaluation")
+    test_fraction: float = _opt(0.10, "fraction of edges held out for testing", "float[0,1)", section="evaluation")
+    eval_every: int = _opt(1, "evaluate validation AUC/AP every this many epochs", "int>=1", section="evaluation")
     patience: int = _opt(20, "stop after this many evaluations without a better validation AUC (0: never)",
-                         "int>=0", group="evaluation")
+                         "int>=0", section="evaluation")
     warmup: int | None = _opt(None, "epochs trained before validation may select the kept weights or count against "
                                     "--patience (default: a quarter of --epochs, at most 50): an untrained model's "
                                     "validation AUC is often high, dips, then climbs back", "int>=0",
-                              group="evaluation", optional=True)
+                              section="evaluation", optional=True)
     checkpoint_every: int = _opt(10, "write a checkpoint (model, optimizer, random states) to OUT/checkpoints every "
                                      "this many epochs and at the end, keeping the last two (0: never)", "int>=0",
-                                 group="output", resumable=True)
+                                 section="output", resumable=True)
     resume: bool = _opt(False, "continue from the last checkpoint in OUT/checkpoints; refused if the configuration "
-                               "or the graph differ (--epochs may grow)", "bool", group="output", resumable=True)
+                               "or the graph differ (--epochs may grow)", "bool", section="output", resumable=True)
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
-                        group="output", flag="--no-report", per_host=True, resumable=True)
+                        section="output", flag="--no-report", per_host=True, resumable=True)
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
-                                          "past this many seconds (evaluation excluded)", "float>0", group="runtime", optional=True, resumable=True)
+                                          "past this many seconds (evaluation excluded)", "float>0", section="runtime", optional=True, resumable=True)
     device: str = _opt("auto", "where training runs: cpu, cuda (one GPU per process; under torchrun, the local "
-                               "rank's), or auto (cuda when torch sees a GPU)", "choice", group="runtime",
+                               "rank's), or auto (cuda when torch sees a GPU)", "choice", section="runtime",
                        choices=DEVICES, per_host=True, resumable=True)
-    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", group="runtime", per_host=True, resumable=True)
-    quiet: bool = _opt(False, "no progress bar or log lines", "bool", group="runtime", per_host=True, resumable=True)
+    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", section="runtime", per_host=True, resumable=True)
+    quiet: bool = _opt(False, "no progress bar or log lines", "bool", section="runtime", per_host=True, resumable=True)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -179,6 +179,13 @@ class TrainConfig:
         if not self.resolved:
             raise ValueError("encoder='auto' is resolved by for_graph(num_features) before the layers are known")
         return list(self.hidden) + [self.dim]
+
+    @property
+    def encoder_dims(self) -> list[int]:
+        """The encoder's output widths per layer: :attr:`layer_dims`, but a VGAE's last layer outputs ``2 * dim``
+        columns (mean and log std)."""
+        dims = self.layer_dims
+        return dims[:-1] + [2 * dims[-1]] if self.variational else dims
 
     def strategy_options(self, num_nodes: int) -> dict[str, Any]:
         """The strategy options with their defaults filled in for a graph of ``num_nodes`` nodes: the one
@@ -284,11 +291,11 @@ def _check(f: dataclasses.Field, value):
     raise AssertionError(f"unknown rule {rule}")  # a bug in this module, not user input
 
 
-def fields_by_group() -> dict[str, list[dataclasses.Field]]:
-    groups: dict[str, list[dataclasses.Field]] = {}
+def fields_by_section() -> dict[str, list[dataclasses.Field]]:
+    sections: dict[str, list[dataclasses.Field]] = {}
     for f in dataclasses.fields(TrainConfig):
-        groups.setdefault(f.metadata["group"], []).append(f)
-    return groups
+        sections.setdefault(f.metadata["section"], []).append(f)
+    return sections
 
 
 def tagged(tag: str) -> frozenset[str]:

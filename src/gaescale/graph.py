@@ -201,3 +201,12 @@ def data_fingerprint(*arrays: np.ndarray | None) -> str:
         h.update(f"{a.dtype.str}{a.shape}".encode())
         h.update(memoryview(a).cast("B"))
     return h.hexdigest()
+
+
+def with_self_loops(edges: np.ndarray, num_nodes: int, self_loops: bool) -> np.ndarray:
+    """``edges: (2, E)``, followed with ``self_loops`` by ``(i, i)`` for every node (the pairs of the ``A + I``
+    target): ``(2, E + N)``."""
+    if not self_loops:
+        return edges
+    loops = np.arange(num_nodes, dtype=np.int64)
+    return np.concatenate([edges, np.stack([loops, loops])], axis=1)

@@ -18,7 +18,7 @@ from ..data.readers import EdgeList
 from ..devices import resolve_device
 from ..encoders import ENCODERS
 from ..errors import DistributedError, ParameterError
-from ..graph import Graph, data_fingerprint
+from ..graph import Graph, data_fingerprint, with_self_loops
 from ..models import GAE, VGAE, HadamardMLP
 from ..outputs import check_out_dir, write_json
 from ..parallel.placement import Placement, place
@@ -52,9 +52,7 @@ def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
     """The GAE (or VGAE) of ``config`` (``encoder='auto'`` resolved for ``in_dim`` features, None: a learnt
     table); a VGAE's encoder outputs ``2 * dim`` columns (mean and log std)."""
     config = config.for_graph(in_dim)
-    dims = config.layer_dims
-    if config.variational:
-        dims = dims[:-1] + [2 * dims[-1]]
+    dims = config.encoder_dims
     encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
     pair_decoder = HadamardMLP(config.dim) if config.decoder == "hadamard" else None
     return (VGAE if config.variational else GAE)(encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout),
@@ -296,11 +294,8 @@ def _baselines(train_graph: Graph | None, split, log, seed: int) -> dict | None:
 
 def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
     """``(2, E)`` the training edges (plus ``(i, i)`` for every node when the target is ``A + I``)."""
-    pairs = split.train if split.train is not None else train_graph.edge_index()
-    if self_loops:
-        loops = np.arange(train_graph.num_nodes, dtype=np.int64)
-        pairs = np.concatenate([pairs, np.stack([loops, loops])], axis=1)
-    return torch.from_numpy(pairs)
+    edges = split.train if split.train is not None else train_graph.edge_index()
+    return torch.from_numpy(with_self_loops(edges, train_graph.num_nodes, self_loops))
 
 
 def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,

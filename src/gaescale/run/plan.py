@@ -48,11 +48,6 @@ class StrategyPlan:
         return self.resident_bytes + self.step_bytes
 
 
-def _widths(config: TrainConfig) -> list[int]:
-    dims = config.layer_dims
-    return dims[:-1] + [2 * dims[-1]] if config.variational else dims
-
-
 # Measured per-unit costs (torch 2.13 CPU, bench/bench_plan.py): building a graph's GCN operator peaks at
 # 38 bytes per entry (SciPy's A + I, its sorted copy, float64 normalisation, the torch copy); a forward and
 # backward pass holds 6.4 bytes per node and unit of width summed over layers, a no-grad forward 4.8; each
@@ -116,7 +111,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     n, e = float(num_nodes), float(num_edges)
     et = e * (1.0 - config.val_fraction - config.test_fraction)  # training edges
     f = float(num_features or 0)
-    widths = _widths(config)
+    widths = config.encoder_dims
     sage = config.encoder == "sage"
     # The table of a featureless first layer: weight, gradient and Adam's two moments.
     table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
@@ -271,7 +266,7 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
     budget = budget_bytes(config)
     config = config.for_graph(f or None)
     plans = plan(config, n, e, f or None, prepared=prepared)
-    lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, _widths(config)))}"
+    lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, config.encoder_dims))}"
              f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",
              format_table(plans, n, budget), ""]
     try:

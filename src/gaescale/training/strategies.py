@@ -23,7 +23,7 @@ import torch
 
 from ..devices import index_on
 from ..errors import GraphError, ParameterError
-from ..graph import Graph
+from ..graph import Graph, with_self_loops
 from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 from ..sparse import PairIndex
@@ -40,10 +40,7 @@ class FullBatch:
 
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
     """The training pairs of a subgraph (its edges, plus ``(i, i)`` for the A + I target); None if it has none."""
-    edges = sub.edge_index()
-    if self_loops:
-        loops = np.arange(sub.num_nodes, dtype=np.int64)
-        edges = np.concatenate([edges, np.stack([loops, loops])], axis=1)
+    edges = with_self_loops(sub.edge_index(), sub.num_nodes, self_loops)
     if edges.shape[1] == 0:
         return None
     return PairIndex.from_pairs(torch.from_numpy(edges), sub.num_nodes)
