@@ -128,18 +128,29 @@ class _Stacked(nn.Module):
         memory-mapped graph stays on disk and no operator over the whole graph is built. Memory: the
         layer's input and output for all nodes, its input times ``W`` when that is narrower, one block.
         Equals ``forward`` in eval mode up to float rounding."""
+        return self.run_layers(x, graph, lambda start, stop: graph.adjacency_block(start, stop), block=block)
+
+    @torch.no_grad()
+    def run_layers(self, x: torch.Tensor | None, graph: Graph, adjacency_rows, *, block: int,
+                   extend=None) -> torch.Tensor:
+        """The layer loop of layer-wise inference over the ``graph.num_nodes`` rows of ``graph``: for each layer,
+        its source once (what every block multiplies, :meth:`_layer_source`), then ``block`` rows at a time,
+        ``adjacency_rows(start, stop)`` giving those rows' 0/1 adjacency (a sparse ``(stop - start, C)`` matrix).
+        ``extend(source, k)``: the source with rows appended to its ``k``-th part, the one the operator multiplies
+        (a shard's halo, :func:`gaescale.parallel.shards.embed_sharded`, whose ``C`` columns number them)."""
         h, device = x, self.device
         for i in range(len(self.layers)):
-            source = self._layer_source(i, h, graph)  # once per layer: whatever every block multiplies
+            source = self._layer_source(i, h, graph)
+            if extend is not None:
+                source = extend(source, self._propagated)
             out = None
             for start in range(0, graph.num_nodes, block):
                 stop = min(graph.num_nodes, start + block)
-                adjacency = graph.adjacency_block(start, stop).to(device)
-                rows = self._layer_block(i, h, source, adjacency, start, stop)
+                rows = self._layer_block(i, h, source, adjacency_rows(start, stop).to(device), start, stop)
                 if out is None:
                     out = rows.new_empty((graph.num_nodes, rows.shape[1]))
                 out[start:stop] = rows
-            h = out
+            h = out if out is not None else torch.empty((0, self.lins[i].out_features), device=device)  # no rows here
         return h
 
     def _source(self, i: int, lin: nn.Linear, h: torch.Tensor | None, graph: Graph):

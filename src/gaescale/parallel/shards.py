@@ -166,20 +166,18 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
     was = model.training
     model.eval()
     try:
-        for i in range(len(encoder.layers)):
-            # The layer's source on this rank's nodes; the part the operator multiplies gets its halo's rows.
-            source = list(encoder._layer_source(i, h, own))
-            k = encoder._propagated
+        def extend(source, k):  # the part the operator multiplies gets its halo's rows
+            source = list(source)
             source[k] = torch.cat([source[k], ShardedRows(source[k].cpu(), bounds, rank, device=device)[halo]])
-            out = torch.empty((b - a, encoder.lins[i].out_features), device=device)
-            for start in range(0, b - a, block):
-                stop = min(b - a, start + block)
-                lo, hi = int(own.indptr[start]), int(own.indptr[stop])
-                adjacency = sp.csr_matrix((np.ones(hi - lo, np.float32), column[lo:hi], own.indptr[start:stop + 1] - lo),
-                                          shape=(stop - start, b - a + halo.size))
-                adjacency = to_torch_csr(adjacency, torch.float32).to(device)
-                out[start:stop] = encoder._layer_block(i, h, tuple(source), adjacency, start, stop)
-            h = out
+            return tuple(source)
+
+        def adjacency_rows(start, stop):
+            lo, hi = int(own.indptr[start]), int(own.indptr[stop])
+            rows = sp.csr_matrix((np.ones(hi - lo, np.float32), column[lo:hi], own.indptr[start:stop + 1] - lo),
+                                 shape=(stop - start, b - a + halo.size))
+            return to_torch_csr(rows, torch.float32)
+
+        h = encoder.run_layers(h, own, adjacency_rows, block=block, extend=extend)
         z = model._eval_output(h).float().cpu()
     finally:
         model.train(was)
