@@ -115,13 +115,13 @@ class GAE(nn.Module):
         self.eval()
         try:
             if block is not None and hasattr(self.encoder, "layerwise"):
-                return self.add_bias(self._eval_output(self.encoder.layerwise(x, graph, block)), graph.node_ids)
+                return self.add_bias(self.eval_output(self.encoder.layerwise(x, graph, block)), graph.node_ids)
             return self(x, graph)
         finally:
             self.train(was)
 
     @staticmethod
-    def _eval_output(out: torch.Tensor) -> torch.Tensor:
+    def eval_output(out: torch.Tensor) -> torch.Tensor:
         return out
 
     def logits(self, z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -165,7 +165,7 @@ class VGAE(GAE):
     encode = forward
 
     @staticmethod
-    def _eval_output(out: torch.Tensor) -> torch.Tensor:
+    def eval_output(out: torch.Tensor) -> torch.Tensor:
         return out[:, :out.shape[1] // 2]  # mu
 
     def kl(self) -> torch.Tensor:

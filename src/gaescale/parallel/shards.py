@@ -178,7 +178,7 @@ def embed_sharded(model: torch.nn.Module, shards: Shards, *, block: int = 1 << 1
             return to_torch_csr(rows, torch.float32)
 
         h = encoder.run_layers(h, own, adjacency_rows, block=block, extend=extend)
-        z = model._eval_output(h).float().cpu()
+        z = model.eval_output(h).float().cpu()
     finally:
         model.train(was)
     everything = np.arange(int(bounds[-1]), dtype=np.int64) if rank == 0 else np.empty(0, np.int64)

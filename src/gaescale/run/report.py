@@ -79,7 +79,7 @@ def degree_bucket_auc(degree: np.ndarray, pos: np.ndarray, neg: np.ndarray, pos_
     return out
 
 
-def _figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, object]:
+def figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, object]:
     fig = Figure(figsize=(width, height), dpi=150, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -89,7 +89,7 @@ def _figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, object]:
     return fig, ax
 
 
-def _png(fig: Figure) -> bytes:
+def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
@@ -97,7 +97,7 @@ def _png(fig: Figure) -> bytes:
 
 def _epoch_plot(history: list[dict], keys: dict, best_epoch, title: str, ylabel: str) -> Figure:
     """Lines ``{key: (label, colour)}`` over the epochs of ``history``; a dashed line at the best epoch."""
-    fig, ax = _figure()
+    fig, ax = figure()
     epochs = [h["epoch"] for h in history]
     for key, (label, colour) in keys.items():
         ax.plot(epochs, [h.get(key, np.nan) for h in history], color=colour, linewidth=1.6, label=label,
@@ -110,7 +110,7 @@ def _epoch_plot(history: list[dict], keys: dict, best_epoch, title: str, ylabel:
 
 
 def _scores_plot(p_pos: np.ndarray, p_neg: np.ndarray) -> Figure:
-    fig, ax = _figure()
+    fig, ax = figure()
     edges = np.linspace(0.0, 1.0, 51)
     for p, colour, name in ((p_neg, ORANGE, "test non-edges"), (p_pos, BLUE, "test edges")):
         counts = np.histogram(p, edges)[0]
@@ -123,7 +123,7 @@ def _scores_plot(p_pos: np.ndarray, p_neg: np.ndarray) -> Figure:
 
 
 def _degree_plot(buckets: list[dict], overall) -> Figure:
-    fig, ax = _figure()
+    fig, ax = figure()
     x = np.arange(len(buckets))
     bars = ax.bar(x, [b["auc"] or 0.0 for b in buckets], color=BLUE, width=0.7)
     for bar, b in zip(bars, buckets):
@@ -145,7 +145,7 @@ def _pca_plot(z: np.ndarray, degree: np.ndarray, sample: int, seed: int) -> tupl
     rows = np.random.default_rng(seed).choice(z.shape[0], size=min(sample, z.shape[0]), replace=False)
     pca = PCA(n_components=2, random_state=seed)
     xy = pca.fit_transform(z[rows].astype(np.float64))
-    fig, ax = _figure(6.4, 4.4)
+    fig, ax = figure(6.4, 4.4)
     points = ax.scatter(xy[:, 0], xy[:, 1], c=np.log1p(degree[rows]), s=4 if rows.size > 5000 else 8, alpha=0.7,
                         cmap="viridis", linewidths=0, rasterized=True)
     fig.colorbar(points, ax=ax, label="log(1 + degree)", shrink=0.9)
@@ -177,7 +177,7 @@ th{color:#57606a;font-weight:600}.n{text-align:right}.note{color:#7d4e00;backgro
 border-radius:6px;padding:8px 12px;margin:0}footer{color:#57606a;font-size:12px;margin-top:28px}"""
 
 
-def _table(rows, head=(), numeric=()) -> str:
+def html_table(rows, head=(), numeric=()) -> str:
     cell = lambda tag, i, c: f"<{tag}{' class=n' if i in numeric else ''}>{html.escape(str(c))}</{tag}>"  # noqa: E731
     th = "<tr>" + "".join(cell("th", i, c) for i, c in enumerate(head)) + "</tr>" if head else ""
     return "<table>" + th + "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>"
@@ -201,7 +201,7 @@ def _baseline_table(report: dict) -> str:
              for name, b in baselines.items()]
     verdict = "beat every heuristic" if report.get("beats_baselines") else "do not beat every heuristic"
     return (f'<h2>Against link heuristics</h2><div class="card">'
-            f'{_table(rows, ("", *(label for _, label in columns)), tuple(range(1, len(columns) + 1)))}'
+            f'{html_table(rows, ("", *(label for _, label in columns)), tuple(range(1, len(columns) + 1)))}'
             f'<p class="note">Scored on the same test pairs, on the training graph. The embeddings {verdict} on '
             f'test AUC and AP.</p></div>')
 
@@ -217,7 +217,7 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
     bucket_rows = [(b["label"], f"{b['pairs']:,}", f"{b['positives']:,}", f"{b['negatives']:,}",
                     "n/a" if b["auc"] is None else f"{b['auc']:.4f}") for b in report["degree_buckets"]]
     note = lambda name: f'<p class="note">{html.escape(notes[name])}</p>'  # noqa: E731
-    buckets = _table(bucket_rows, ("smaller endpoint degree", "pairs", "edges", "non-edges", "AUC"),
+    buckets = html_table(bucket_rows, ("smaller endpoint degree", "pairs", "edges", "non-edges", "AUC"),
                      (1, 2, 3, 4)) if bucket_rows else note("degree_auc")
 
     baselines = _baseline_table(report)
@@ -234,8 +234,8 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
 <h1>Graph autoencoder run report</h1>
 <p class="sub">{html.escape(report["run"])} &middot; finished {html.escape(report["finished"])}</p>
 <div class="tiles">{tiles}</div>
-<div class="grid"><div><h2>Metrics</h2><div class="card">{_table(metric_rows, numeric=(1,))}</div></div>
-<div><h2>Configuration</h2><div class="card">{_table(config_rows, numeric=(1,))}</div></div></div>
+<div class="grid"><div><h2>Metrics</h2><div class="card">{html_table(metric_rows, numeric=(1,))}</div></div>
+<div><h2>Configuration</h2><div class="card">{html_table(config_rows, numeric=(1,))}</div></div></div>
 {baselines}<h2>Training</h2><div class="grid">{fig("loss")}{fig("validation")}</div>
 <h2>Held-out test pairs</h2><div class="grid">{fig("scores")}{fig("pca")}</div>
 <h2>Test AUC by degree</h2><div class="grid">{fig("degree_auc")}<div class="card">{buckets}</div></div>
@@ -288,7 +288,7 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
     if z.shape[0] >= 2 and z.shape[1] >= 2:
         figures["pca"], pca_info = _pca_plot(z, degree, int(sample), seed)
 
-    pngs = {name: _png(fig) for name, fig in figures.items()}
+    pngs = {name: png(fig) for name, fig in figures.items()}
     for name in notes:
         if name in pngs:
             atomic_write(out / f"{name}.png", lambda fh, data=pngs[name]: fh.write(data))

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._version import __version__
 from ..outputs import atomic_write
-from .report import BLUE, GREY, ORANGE, STYLE, _figure, _png, _table
+from .report import BLUE, GREY, ORANGE, STYLE, figure, html_table, png
 
 
 def trials_table(study) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def trials_table(study) -> list[dict[str, Any]]:
 
 
 def _plot(table: list[dict[str, Any]]) -> bytes:
-    fig, ax = _figure()
+    fig, ax = figure()
     for state, colour, label in (("complete", BLUE, "complete"), ("pruned", ORANGE, "pruned (last reported)")):
         pts = [(r["number"], r["val_auc"]) for r in table if r["state"] == state and r["val_auc"] is not None]
         if pts:
@@ -40,7 +40,7 @@ def _plot(table: list[dict[str, Any]]) -> bytes:
         ax.step(x, np.maximum.accumulate(y), where="post", color=GREY, linewidth=1.2, label="best so far")
     ax.set(xlabel="trial", ylabel="validation AUC", title="Validation AUC of each trial")
     ax.legend(frameon=False, loc="lower right")
-    return _png(fig)
+    return png(fig)
 
 
 def write_tune_report(out: Path, table: list[dict[str, Any]], best_value: float | None) -> Path:
@@ -61,7 +61,7 @@ def write_tune_report(out: Path, table: list[dict[str, Any]], best_value: float 
 <p class="sub">{html.escape(str(out))} &middot; {len(table)} trials &middot; {html.escape(best)}</p>
 <div class="card"><figure><img src="{uri}" alt="trials.png"><figcaption>Validation AUC of each trial; pruned
 trials at their last reported epoch. The test split was never scored.</figcaption></figure></div>
-<h2>Trials</h2><div class="card">{_table(rows, ("trial", "state", "val AUC", "best epoch", "seconds", "options"),
+<h2>Trials</h2><div class="card">{html_table(rows, ("trial", "state", "val AUC", "best epoch", "seconds", "options"),
                                           (0, 2, 3, 4))}</div>
 <footer>Written by gaescale {html.escape(__version__)}; the same table is in trials.csv.</footer>
 </main></body></html>
