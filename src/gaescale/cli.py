@@ -6,8 +6,8 @@ import dataclasses
 import os
 import sys
 
-from ._version import __version__
 from . import logs
+from ._version import __version__
 from .config import TrainConfig, fields_by_section
 from .errors import GaescaleError, ParameterError
 
@@ -157,8 +157,8 @@ def _config(args: argparse.Namespace, defaults: dict) -> TrainConfig:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .run.pipeline import train
     from .parallel.runtime import Local
+    from .run.pipeline import train
     runtime = Local()
     try:
         if args.command in ("train", "demo"):  # started by torchrun: join its process group, once

@@ -153,7 +153,7 @@ class TrainConfig:
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
 
-    def for_graph(self, num_features: int | None) -> "TrainConfig":
+    def for_graph(self, num_features: int | None) -> TrainConfig:
         """This configuration with ``encoder='auto'`` resolved for a graph with ``num_features`` features per node
         (None: featureless), and so with every default filled in. Chosen on validation scores of 6 graphs, checked on 8
         (BENCHMARKS.md, "Default recipe"): the one-hop linear encoder with d = 64 beats the two-layer GCN on
@@ -206,7 +206,7 @@ class TrainConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -214,7 +214,7 @@ class TrainConfig:
         return cls(**d)
 
     @classmethod
-    def from_file(cls, path, **overrides) -> "TrainConfig":
+    def from_file(cls, path, **overrides) -> TrainConfig:
         """A config from a JSON file (e.g. a run's ``config.json``); ``overrides`` take precedence. JSON only:
         a config file is data, never code."""
         from pathlib import Path
@@ -234,7 +234,7 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise InputFileError(p, f"unknown config field; 'gaescale train --help' lists the fields (as flags).",
+            raise InputFileError(p, "unknown config field; 'gaescale train --help' lists the fields (as flags).",
                                  field=unknown[0])
         return cls(**{**d, **overrides})
 

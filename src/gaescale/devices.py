@@ -8,7 +8,7 @@ any device.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch

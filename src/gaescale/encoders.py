@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -74,7 +74,7 @@ class Graph:
 
     @classmethod
     def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, canonical: bool = False,
-                        node_ids: np.ndarray | None = None) -> "Graph":
+                        node_ids: np.ndarray | None = None) -> Graph:
         """Build from ``edge_index: (2, E)``. Unless ``canonical`` (already ``u < v``, unique), the
         edges are made undirected and self loops and duplicates are dropped (see ``stats``)."""
         stats = None

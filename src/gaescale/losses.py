@@ -17,9 +17,9 @@ diagonal included; a pair ``(i, i)`` is a non-edge unless ``edge_index`` holds a
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -119,7 +119,7 @@ def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, bloc
     k, num_shards = shard
     zm = z if metric is None else z * metric.to(z.dtype)
     for r in range(k * block, n, num_shards * block):
-        zr, zmr = z[r:r + block], zm[r:r + block]
+        zmr = zm[r:r + block]
         for c in range(r, n, block):
             zc, zmc = z[c:c + block], zm[c:c + block]
             s = zmr @ zc.T  # dense-ok: a (block x block) tile

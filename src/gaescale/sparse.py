@@ -46,7 +46,7 @@ class SparseOperator:
         self.csr = to_torch_csr(m, dtype)  # the only copy kept: scipy() is a view of it
         self.csr_t = self.csr if symmetric else to_torch_csr(m.T.tocsr(), dtype)
 
-    def on(self, device: torch.device) -> "SparseOperator":
+    def on(self, device: torch.device) -> SparseOperator:
         """The same operator with its tensors on ``device`` (moved once, then kept with this one)."""
         if self.csr.device == device:
             return self
@@ -62,7 +62,7 @@ class SparseOperator:
     def nnz(self) -> int:
         return int(self.csr.values().numel())
 
-    def to(self, dtype: torch.dtype) -> "SparseOperator":
+    def to(self, dtype: torch.dtype) -> SparseOperator:
         """The same operator with values of another floating dtype (e.g. float64 for gradcheck)."""
         if dtype == self.dtype:
             return self
@@ -131,7 +131,7 @@ class PairIndex:
         return int(self.cols.numel())
 
     @classmethod
-    def from_pairs(cls, pairs: torch.Tensor, num_nodes: int) -> "PairIndex":
+    def from_pairs(cls, pairs: torch.Tensor, num_nodes: int) -> PairIndex:
         """From ``pairs: (2, m)`` int node indices (sorted by the first row here if they are not already)."""
         i, j = pairs[0].to(torch.int64), pairs[1].to(torch.int64)
         if i.numel() > 1 and not bool((i[1:] >= i[:-1]).all()):
@@ -141,7 +141,7 @@ class PairIndex:
         return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
 
     @classmethod
-    def uniform(cls, num_nodes: int, num_pairs: int, generator: torch.Generator | None = None) -> "PairIndex":
+    def uniform(cls, num_nodes: int, num_pairs: int, generator: torch.Generator | None = None) -> PairIndex:
         """``num_pairs`` pairs drawn independently and uniformly from all ``N^2`` ordered pairs.
 
         The first nodes are drawn, then only their counts per node are kept (the CSR row lengths):
@@ -152,7 +152,7 @@ class PairIndex:
         counts = torch.bincount(i, minlength=num_nodes)
         return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
 
-    def to(self, device) -> "PairIndex":
+    def to(self, device) -> PairIndex:
         """The same pairs on ``device`` (this index itself when they are there already)."""
         if self.cols.device == torch.device(device):
             return self

@@ -13,14 +13,24 @@ held for the whole file; a later chunk that does not fit it is an error naming i
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from ..errors import InputFileError
-from .readers import (_as_ids, _data_lines, _diagnose_text, _read_npz, _suffix, as_indices, check_file, check_index_dtype,
-                 integer_ids, mostly_integers, sniff_text)
+from .readers import (
+    _as_ids,
+    _data_lines,
+    _diagnose_text,
+    _read_npz,
+    _suffix,
+    as_indices,
+    check_file,
+    check_index_dtype,
+    integer_ids,
+    mostly_integers,
+    sniff_text,
+)
 
 Columns = tuple[np.ndarray, np.ndarray]
 
@@ -122,8 +132,7 @@ class EdgeChunks:
                     row = int(np.argmax(df.isna().any(axis=1).to_numpy()))
                     raise InputFileError(self.path, "missing node id.", line=self._line(has_header, start + row))
                 cols = [df.iloc[:, k].to_numpy() for k in (0, 1)]
-                first = start
-                yield self._typed(cols, ("source", "target"), lambda i: self._line(has_header, first + i))
+                yield self._typed(cols, ("source", "target"), lambda i, first=start: self._line(has_header, first + i))
                 start += len(df)
         except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
             _diagnose_text(self.path, sep, has_header)

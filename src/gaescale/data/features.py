@@ -6,7 +6,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputFileError
-from .readers import EdgeList, _as_ids, _data_lines, _line_numbers, _split, _suffix, check_file, check_features, sniff_text
+from .readers import (
+    EdgeList,
+    _as_ids,
+    _data_lines,
+    _line_numbers,
+    _split,
+    _suffix,
+    check_features,
+    check_file,
+    sniff_text,
+)
 
 
 def _is_number(token: str) -> bool:

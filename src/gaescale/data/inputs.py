@@ -29,10 +29,10 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import InputFileError, ParameterError
-from .features import attach_features
 from ..graph import Graph
-from .readers import EdgeList, read_edges
+from .features import attach_features
 from .prepare import is_prepared, open_prepared, origin
+from .readers import EdgeList, read_edges
 
 if TYPE_CHECKING:
     from ..parallel.runtime import Local
@@ -161,4 +161,4 @@ def as_array(x) -> np.ndarray | None:
 
 
 def log_features(x, log) -> None:
-    log(f"features: {'%d per node' % x.shape[1] if x is not None else 'none; learnable identity features (N x h1 table)'}")
+    log(f"features: {f'{x.shape[1]} per node' if x is not None else 'none; learnable identity features (N x h1 table)'}")

@@ -21,17 +21,17 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from .chunks import EdgeChunks
 from ..errors import GraphError, InputFileError, OutputError
 from ..graph import CleanStats, Graph, row_ranges, sorted_unique
-from .readers import EdgeList, check_file
 from ..outputs import write_ids
+from .chunks import EdgeChunks
+from .readers import EdgeList, check_file
 
 FORMAT, VERSION = "gaescale-csr", 1
 

@@ -17,9 +17,10 @@ Both check sampled non-edges against the graph's CSR by binary search (:meth:`Gr
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 

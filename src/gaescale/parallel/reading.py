@@ -14,8 +14,18 @@ import numpy as np
 import torch
 
 from ..config import TrainConfig
-from ..data.inputs import (RUN_COPY, Inputs, check_not_a_plain_directory, check_prepared_features,
-                           clear_copy, in_memory, is_copy, load_edges, log_features, mapped)
+from ..data.inputs import (
+    RUN_COPY,
+    Inputs,
+    check_not_a_plain_directory,
+    check_prepared_features,
+    clear_copy,
+    in_memory,
+    is_copy,
+    load_edges,
+    log_features,
+    mapped,
+)
 from ..data.prepare import is_prepared, open_prepared, origin, prepare
 from ..errors import DistributedError, InputFileError
 from ..graph import Graph, data_fingerprint

@@ -29,9 +29,9 @@ import scipy.sparse as sp
 import torch
 import torch.distributed as dist
 
-from .runtime import peer_failures
 from ..graph import Graph
 from ..sparse import to_torch_csr
+from .runtime import peer_failures
 
 
 def node_bounds(indptr: np.ndarray, world_size: int) -> np.ndarray:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,7 +34,6 @@ from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks,
 from ..training.trainer import fit
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .rundir import embeddings_and_bias, write_run
-
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
 

@@ -254,8 +254,8 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
         n, e = int(manifest["num_nodes"]), int(manifest["num_edges"])
         f = f or int(manifest.get("features") or 0)
     elif graph is not None:
-        from ..graph import Graph
         from ..data.readers import read_edges
+        from ..graph import Graph
         data = read_edges(graph)
         g = Graph.from_edge_index(data.edge_index, data.num_nodes)
         n, e = data.num_nodes, g.num_edges

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.readers import HEADER_WORDS
 from ..errors import InputFileError, OutputError, ParameterError
 from ..graph import Graph, neighbour_pairs
-from ..data.readers import HEADER_WORDS
 from ..models import query_side
 from ..outputs import atomic_write
 

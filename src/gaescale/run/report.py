@@ -19,11 +19,10 @@ import base64
 import html
 import io
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
-import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy.special import expit
@@ -32,9 +31,9 @@ from sklearn.metrics import roc_auc_score
 
 from .._version import __version__
 from ..errors import ParameterError, RunDirError
+from ..outputs import atomic_write, check_out_dir, write_json
 from ..training.evaluate import pair_scores
 from ..training.heldout import BASELINE_NAMES
-from ..outputs import atomic_write, check_out_dir, write_json
 from .rundir import Run
 
 METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),

@@ -37,7 +37,7 @@ class Run:
     path: Path
 
     @classmethod
-    def open(cls, path) -> "Run":
+    def open(cls, path) -> Run:
         p = Path(path)
         if not p.is_dir():
             raise RunDirError(f"{p}: no such run directory; pass the --out directory of a finished 'gaescale train'.")

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import TrainConfig
 from ..errors import ParameterError, RunDirError
@@ -109,6 +110,7 @@ def tune(config: TrainConfig | None = None, *, data=None, trials: int = 20, time
     validation AUC; writes ``config.out`` (see the module's docstring). ``given``: the options the user set,
     which stay fixed (default: ``options``). Returns ``{"best_value", "best_config", "trials"}``."""
     import optuna
+
     from ..data.inputs import load_edges
 
     config = TrainConfig(**options) if config is None else config
@@ -137,6 +139,7 @@ def tune(config: TrainConfig | None = None, *, data=None, trials: int = 20, time
 
 def _objective(data, fixed: dict[str, Any]):
     import optuna
+
     from .pipeline import train
 
     def objective(trial) -> float:

@@ -65,7 +65,7 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     with torch.no_grad():
         for s in range(0, pos.shape[1], chunk):
             zu = zq[index_on(pos[0, s:s + chunk], z)]
-            score = (lambda zv: (zu * zv).sum(1)) if decoder is None else (lambda zv: decoder(zu, zv))  # noqa: E731
+            score = (lambda zv, zu=zu: (zu * zv).sum(1)) if decoder is None else (lambda zv, zu=zu: decoder(zu, zv))  # noqa: E731
             p = score(z[index_on(pos[1, s:s + chunk], z)])
             above = torch.zeros(zu.shape[0], dtype=torch.float64, device=z.device)
             for _ in range(num_negatives):  # one negative per positive at a time: memory O(chunk * d)

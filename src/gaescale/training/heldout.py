@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from .evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from ..graph import Graph
+from .evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 
 BASELINE_NAMES = {"adamic_adar": "Adamic-Adar", "common_neighbours": "common neighbours",
                   "degree_product": "degree product"}

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .evaluate import filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
 from ..graph import Graph
+from .evaluate import filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
 
 HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
 

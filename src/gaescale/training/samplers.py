@@ -13,7 +13,7 @@ decoding. Every draw comes from the trainer's torch generator, so a resumed run 
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch

@@ -22,7 +22,6 @@ import torch
 
 from ..errors import ParameterError
 
-
 MIN_WARMUP = 10  # epochs before a recovered validation AUC may end the warm-up (never beyond ``warmup``)
 
 

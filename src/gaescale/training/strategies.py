@@ -16,7 +16,7 @@ gradient is the mean of the ranks' batch gradients (DDP's average): a ``world_si
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -25,8 +25,8 @@ from ..devices import index_on
 from ..errors import GraphError, ParameterError
 from ..graph import Graph, with_self_loops
 from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
-from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 from ..sparse import PairIndex
+from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 
 
 class FullBatch:

@@ -5,20 +5,21 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..parallel.runtime import Local
-from .checkpoint import Checkpointer, rng_state, set_rng_state
 from ..errors import CheckpointError, NonFiniteLossError, ParameterError
 from ..graph import Graph
-from .evaluate import link_scores
-from .strategies import FullBatch
-from .selection import EarlyStopping
+from ..parallel.runtime import Local
 from ..sparse import PRECISIONS, PairIndex
+from .checkpoint import Checkpointer, rng_state, set_rng_state
+from .evaluate import link_scores
+from .selection import EarlyStopping
+from .strategies import FullBatch
 
 
 @dataclass
