@@ -13,7 +13,8 @@ from .errors import GaescaleError, ParameterError
 
 DEMO_DEFAULTS = dict(hidden="16,16", dim=8, epochs=100, eval_every=5, out="runs/demo")
 SECTION_TITLES = {"input": "input", "output": "output", "model": "model", "training": "training and loss",
-                "scaling": "scaling: mini-batch strategies and memory", "evaluation": "evaluation", "runtime": "runtime"}
+                "scaling": "scaling: mini-batch strategies and memory", "evaluation": "evaluation",
+                "runtime": "runtime"}
 
 
 def _flag(name: str) -> str:
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gaescale",
         description="Train graph autoencoders (GCN encoder, inner-product decoder) on large graphs without "
-                    "N x N tensors, and write embeddings keyed by your node ids, the model and link-prediction metrics.")
+                    "N x N tensors, and write embeddings keyed by your node ids, the model and link-prediction "
+                    "metrics.")
     parser.add_argument("--version", action="version", version=f"gaescale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

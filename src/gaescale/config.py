@@ -21,9 +21,10 @@ LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many feat
 def _opt(default, help: str, rule: str, *, section: str = "training", per_host: bool = False, resumable: bool = False,
          **extra):
     """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none;
-    ``section``: its section of ``--help`` (and of the CLI's subcommands); ``per_host``: it may differ between the hosts of a data-parallel run (paths,
-    and what only this process sees); ``resumable``: a run may resume with another value (it changes neither the
-    data nor the trajectory of training; the input paths too: the graph's fingerprint checks their content)."""
+    ``section``: its section of ``--help`` (and of the CLI's subcommands); ``per_host``: it may differ between the
+    hosts of a data-parallel run (paths, and what only this process sees); ``resumable``: a run may resume with
+    another value (it changes neither the data nor the trajectory of training; the input paths too: the graph's
+    fingerprint checks their content)."""
     return field(default=default, metadata=dict(help=help, rule=rule, section=section, per_host=per_host,
                                                 resumable=resumable, **extra))
 
@@ -33,10 +34,12 @@ class TrainConfig:
     """Everything that defines a training run. Field order is the order of ``--help``."""
 
     edges: str | None = _opt(None, "edge list: CSV/TSV/whitespace text (optionally .gz), .npy (2 x E or E x 2), "
-                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", section="input", per_host=True, resumable=True)
+                                   ".npz (edge_index[, x, num_nodes]) or Parquet", "opt-path", section="input",
+                             per_host=True, resumable=True)
     features: str | None = _opt(None, "node features: .npy/.npz (row i = node i), or CSV/Parquet whose first column "
                                       "is the node id", "opt-path", section="input", per_host=True, resumable=True)
-    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path", section="output", per_host=True, resumable=True)
+    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path",
+                           section="output", per_host=True, resumable=True)
     ids: str = _opt("auto", "node ids in a text/Parquet edge list: integers, strings, or detect", "choice",
                     section="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", section="input",
@@ -67,9 +70,10 @@ class TrainConfig:
                                    "paper's target (measured: +1.0 to +1.2 AUC points for GAE on Cora)", "bool")
     strategy: str = _opt("full", "what each step trains on: full (the whole graph), cluster (Cluster-GCN: batches of "
                                  "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on the "
-                                 "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, encoder on "
-                                 "the sampled neighbourhoods of their endpoints), auto (the first of full, fastgae, "
-                                 "cluster, neighbor whose predicted peak fits --memory-budget; see 'gaescale plan')",
+                                 "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, "
+                                 "encoder on the sampled neighbourhoods of their endpoints), auto (the first of full, "
+                                 "fastgae, cluster, neighbor whose predicted peak fits --memory-budget; see 'gaescale "
+                                 "plan')",
                          "choice", section="scaling", choices=("full", "cluster", "fastgae", "neighbor", "auto"))
     memory_budget: float | None = _opt(None, "GiB that --strategy auto may plan for (default: the memory available "
                                              "when training starts)", "float>0", section="scaling", optional=True)
@@ -114,11 +118,13 @@ class TrainConfig:
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
                         section="output", flag="--no-report", per_host=True, resumable=True)
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
-                                          "past this many seconds (evaluation excluded)", "float>0", section="runtime", optional=True, resumable=True)
+                                          "past this many seconds (evaluation excluded)", "float>0", section="runtime",
+                                    optional=True, resumable=True)
     device: str = _opt("auto", "where training runs: cpu, cuda (one GPU per process; under torchrun, the local "
                                "rank's), or auto (cuda when torch sees a GPU)", "choice", section="runtime",
                        choices=DEVICES, per_host=True, resumable=True)
-    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", section="runtime", per_host=True, resumable=True)
+    threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", section="runtime", per_host=True,
+                        resumable=True)
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", section="runtime", per_host=True, resumable=True)
 
     def __post_init__(self):
@@ -138,7 +144,8 @@ class TrainConfig:
                   "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor", "memory_budget": "auto"}
         for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
             if getattr(self, name) is not None and self.strategy not in (strategy, "auto"):
-                raise ParameterError(name, "train", f"left unset unless strategy is '{strategy}' or 'auto'", getattr(self, name))
+                raise ParameterError(name, "train", f"left unset unless strategy is '{strategy}' or 'auto'",
+                                     getattr(self, name))
         if self.decoder == "hadamard" and self.dense != "sampled":
             raise ParameterError("dense", "train", "'sampled' with decoder='hadamard' (an MLP of z_i * z_j has no "
                                                    "streamed all-pairs form)", self.dense)

@@ -60,7 +60,8 @@ if triton is not None:
 
 
 def dense_value_and_grad(z: torch.Tensor, need_grad: bool = True, *, kind: str, block_m: int = 64,
-                         block_n: int = 64, shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor | None]:
+                         block_n: int = 64,
+                         shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(sum_{i,j} l0(z_i . z_j), dD/dz)`` for ``z: (N, d)`` float32 (the gradient is None without ``need_grad``).
 
     ``shard = (k, K)``: only the rows ``a`` of the ``k``-th of ``K`` equal row ranges: their partial sums
@@ -76,7 +77,8 @@ def dense_value_and_grad(z: torch.Tensor, need_grad: bool = True, *, kind: str, 
     zp = torch.zeros((n, width), dtype=torch.float32, device=z.device)
     zp[:, :d] = z.detach().float()
     partial = torch.zeros(n, dtype=torch.float32, device=z.device)
-    grad = (torch.zeros_like(zp) if num_shards > 1 else torch.empty_like(zp)) if need_grad else partial  # any pointer when unused
+    grad = ((torch.zeros_like(zp) if num_shards > 1 else torch.empty_like(zp)) if need_grad
+            else partial)  # any pointer when unused
     _dense_kernel[(max(1, triton.cdiv(row_stop - row_start, block_m)),)](
         zp, grad, partial, n, row_start, row_stop, D=width, KIND=KERNEL_IDS[kind], BM=block_m, BN=block_n,
         NEED_GRAD=need_grad)

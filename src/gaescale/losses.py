@@ -140,7 +140,8 @@ def block_size_for(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int
 
 def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                generator: torch.Generator | None = None, block_size: int | None = None,
-               memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1), metric: Tensor | None = None) -> Tensor:
+               memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1),
+               metric: Tensor | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
     ``metric: (d,)`` of signs: logits ``z_i^T diag(metric) z_j`` (:func:`gaescale.models.with_bias`).
     ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D``, whose values and gradients add
@@ -173,7 +174,8 @@ def resolve_kind(kind: str, weighting: str | None) -> tuple[PairLoss, str]:
     if kind in ALIASES:
         base, fixed = ALIASES[kind]
         if weighting not in (None, fixed):
-            raise ParameterError("weighting", "reconstruction_loss", f"'{fixed}' (or None) with kind='{kind}'", weighting)
+            raise ParameterError("weighting", "reconstruction_loss", f"'{fixed}' (or None) with kind='{kind}'",
+                                 weighting)
         return KINDS[base], fixed
     if kind not in KINDS:
         raise ParameterError("kind", "reconstruction_loss", f"one of {LOSS_NAMES}", kind)

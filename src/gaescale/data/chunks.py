@@ -153,7 +153,8 @@ class EdgeChunks:
         out = []
         for c, name in zip(cols, names):
             if c.dtype.kind == "O":
-                hint = "" if self.ids == "int" else " (the first rows hold integer ids; pass --ids str to read all as strings)"
+                hint = ("" if self.ids == "int"
+                        else " (the first rows hold integer ids; pass --ids str to read all as strings)")
                 c = integer_ids(self.path, c, name, line_of, hint)
             out.append(_as_ids(self.path, c, "int", name, line_of))
         return out[0], out[1]

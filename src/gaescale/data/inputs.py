@@ -10,8 +10,8 @@ does (by hash, :func:`gaescale.split.split_hashed`), so a resumed run, with any 
 trains from that same copy while the files it was made from are unchanged
 (:func:`gaescale.prepare.origin`); a fresh run that reads the edge list into memory removes it. Otherwise
 (full batch and FastGAE, which replicate the graph in memory, or a run without an output directory) rank
-0 sends the others the graph's CSR and the features (:func:`gaescale.parallel.reading.read_on_ranks`), and every rank splits it
-alike, as one process does.
+0 sends the others the graph's CSR and the features (:func:`gaescale.parallel.reading.read_on_ranks`), and
+every rank splits it alike, as one process does.
 
 A directory of ``gaescale prepare`` that rank 0 maps and a host does not see at the path given is sent to
 that host the same way, into its own ``OUT/prepared``. The ranks' reading is in :mod:`gaescale.parallel.reading`.
@@ -161,4 +161,5 @@ def as_array(x) -> np.ndarray | None:
 
 
 def log_features(x, log) -> None:
-    log(f"features: {f'{x.shape[1]} per node' if x is not None else 'none; learnable identity features (N x h1 table)'}")
+    log(f"features: "
+        f"{f'{x.shape[1]} per node' if x is not None else 'none; learnable identity features (N x h1 table)'}")

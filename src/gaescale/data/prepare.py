@@ -61,19 +61,23 @@ def open_prepared(path) -> Prepared:
     try:
         manifest = json.loads((p / "graph.json").read_text())
     except (OSError, ValueError) as exc:
-        raise InputFileError(p / "graph.json", f"not a prepared graph's manifest ({exc}); run 'gaescale prepare'.") from None
+        raise InputFileError(p / "graph.json",
+                             f"not a prepared graph's manifest ({exc}); run 'gaescale prepare'.") from None
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
         raise InputFileError(p / "graph.json", f"expected format {FORMAT!r} version {VERSION}. Got "
-                             f"{manifest.get('format')!r} version {manifest.get('version')!r}; prepare the graph again.")
+                             f"{manifest.get('format')!r} version {manifest.get('version')!r}; prepare the graph "
+                             "again.")
     arrays = {}
     for name in ("indptr", "indices"):
         try:
             arrays[name] = np.load(p / f"{name}.npy", mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise InputFileError(p / f"{name}.npy", f"missing or unreadable ({exc}); prepare the graph again.") from None
+            raise InputFileError(p / f"{name}.npy",
+                                 f"missing or unreadable ({exc}); prepare the graph again.") from None
     n = int(manifest["num_nodes"])
     if arrays["indptr"].shape != (n + 1,) or arrays["indices"].shape != (int(arrays["indptr"][-1]),):
-        raise InputFileError(p, f"indptr.npy/indices.npy do not match graph.json ({n:,} nodes); prepare the graph again.")
+        raise InputFileError(p, f"indptr.npy/indices.npy do not match graph.json ({n:,} nodes); "
+                                "prepare the graph again.")
     s = manifest.get("stats")
     stats = CleanStats(**s) if s else None
     x = np.load(p / "x.npy", mmap_mode="r") if (p / "x.npy").is_file() else None

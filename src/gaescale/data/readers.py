@@ -340,7 +340,8 @@ def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
             for col, m, name in zip(arrs, is_int, names):
                 if not pc.all(m).as_py():
                     i = int(np.argmin(m.to_numpy(zero_copy_only=False)))
-                    hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
+                    hint = ("" if ids == "int"
+                            else " (most ids are integers; pass ids='str' / --ids str to read all as strings)")
                     raise InputFileError(p, f"expected an integer node id. Got {col[i].as_py()!r}{hint}.",
                                          line=line_of(i), field=name)
             return _mapped(p, [pc.cast(a, pa.int64()).to_numpy() for a in arrs])

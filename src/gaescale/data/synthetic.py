@@ -48,4 +48,5 @@ def community_graph(num_nodes: int = 770_000, num_edges: int = 4_600_000, *, num
     edge_index = np.stack([keys // num_nodes, keys % num_nodes])
     centroids = rng.normal(0.0, 1.0, (n_comm, num_features))
     x = (centroids[comm] + noise * rng.normal(0.0, 1.0, (num_nodes, num_features))).astype(np.float32)
-    return EdgeList(edge_index, num_nodes, None, x, source=f"community_graph(N={num_nodes}, E={num_edges}, seed={seed})")
+    return EdgeList(edge_index, num_nodes, None, x,
+                    source=f"community_graph(N={num_nodes}, E={num_edges}, seed={seed})")

@@ -50,7 +50,8 @@ def place(config: TrainConfig, graph: Graph, x, strategy: str, *, prepared: bool
         split = split_edges(graph, *fractions, seed=config.seed)
     elif sharded:  # every rank splits its own rows; rank 0 joins their held-out edges and draws the non-edges
         bounds = node_bounds(graph.indptr, runtime.world_size)
-        rows = hashed_rows(graph, int(bounds[runtime.rank]), int(bounds[runtime.rank + 1]), *fractions, seed=config.seed)
+        rows = hashed_rows(graph, int(bounds[runtime.rank]), int(bounds[runtime.rank + 1]), *fractions,
+                           seed=config.seed)
         held = runtime.gather_to_main((rows.val_pos, rows.test_pos), waiting=True)
         if runtime.is_main:
             split = held_out_split(graph, *(np.concatenate([h[k] for h in held], axis=1) for k in (0, 1)),
@@ -82,7 +83,8 @@ def _shard(placed: Placement, runtime, graph: Graph, x, rows, device, log) -> No
     """Neighbour sampling on several ranks: each keeps its shard of the training graph and the features."""
     placed.shards = partition(runtime, graph, placed.train_graph, x, device=device,
                               rows=None if rows is None else (rows.degree, rows.indices))
-    if runtime.is_main and rows is not None:  # rank 0's split of the rows' held-out edges: its training graph, the shards
+    if runtime.is_main and rows is not None:
+        # rank 0's split of the rows' held-out edges: its training graph, the shards
         placed.split = dataclasses.replace(placed.split, graph=placed.shards.graph)
     log(f"neighbour sampling: the training graph and the features sharded over {runtime.world_size} processes "
         f"(rank 0 holds {placed.shards.graph.indices.local.size:,} of {placed.shards.graph.indices.size:,} CSR "

@@ -72,7 +72,8 @@ def _graph_from_main(config: TrainConfig, group, log, t: float) -> Inputs:
     else:
         indptr = arrays["indptr"]
         x = arrays.get("x")
-        inputs = Inputs(Graph(indptr, arrays["indices"], indptr.size - 1), None if x is None else torch.from_numpy(x), None)
+        inputs = Inputs(Graph(indptr, arrays["indices"], indptr.size - 1), None if x is None else torch.from_numpy(x),
+                        None)
     log_features(inputs.x, log)
     return inputs
 
@@ -106,7 +107,8 @@ def _rank_0s_directory(config: TrainConfig, out: Path | None, group, mapped: boo
 
     overrides = None
     if group.is_main:  # the copy's manifest names what it copies, as a run's own copy of an edge list does
-        overrides = {"graph.json": (json.dumps({**made_from["manifest"], "origin": made_from}, indent=2) + "\n").encode()}
+        overrides = {"graph.json":
+                     (json.dumps({**made_from["manifest"], "origin": made_from}, indent=2) + "\n").encode()}
     sent = once_per_filesystem(group, target, lambda: None, lambda: mapped or is_copy(target, made_from), clear,
                                f"a copy of {config.edges}", source=source, overrides=overrides)
     _same_graph(Path(config.edges) if mapped else target, group)

@@ -263,7 +263,8 @@ class Replicated:
 
     def __init__(self, model: torch.nn.Module):
         device = next(model.parameters()).device
-        self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+        self.ddp = torch.nn.parallel.DistributedDataParallel(model,
+                                                             device_ids=[device] if device.type == "cuda" else None)
         self.model = model
 
     def __call__(self, *args, **kwargs):

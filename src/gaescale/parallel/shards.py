@@ -78,13 +78,15 @@ class ShardedRows:
         owner = np.searchsorted(self.bounds, keys, side="right") - 1
         order = None  # keys already grouped by owner (sorted ones: a halo, every node) are sent as they are
         if keys.size > 1 and np.any(owner[1:] < owner[:-1]):
-            order = np.argsort(owner.astype(np.uint16) if self.bounds.size <= 1 << 16 else owner, kind="stable")  # radix
+            order = np.argsort(owner.astype(np.uint16) if self.bounds.size <= 1 << 16 else owner,
+                               kind="stable")  # radix
         send = np.bincount(owner, minlength=len(self.bounds) - 1)
         recv = torch.empty(send.size, dtype=torch.int64)
         with peer_failures():
             dist.all_to_all_single(recv, torch.from_numpy(send))
             asked = torch.empty(int(recv.sum()), dtype=torch.int32 if small else torch.int64)
-            dist.all_to_all_single(asked, torch.from_numpy(np.ascontiguousarray(keys if order is None else keys[order])),
+            dist.all_to_all_single(asked,
+                                   torch.from_numpy(np.ascontiguousarray(keys if order is None else keys[order])),
                                    output_split_sizes=recv.tolist(),
                                    input_split_sizes=send.tolist())
             mine = asked.numpy().astype(np.int64) - self.bounds[self.rank]
@@ -120,9 +122,9 @@ class Shards(NamedTuple):
 
 def partition(group, graph: Graph, train: Graph | None, x, *,
               rows: tuple[np.ndarray, np.ndarray] | None = None, device=None) -> Shards:
-    """This rank's (of the runtime ``group``) shard of the training graph and of the features ``x: (N, F)`` (or None), the features
-    on ``device``. Nodes are cut by ``graph`` (the whole graph, whose row pointer every rank has:
-    :func:`node_bounds`). The rank's neighbour lists are copied from ``train`` (the training graph, when
+    """This rank's (of the runtime ``group``) shard of the training graph and of the features ``x: (N, F)`` (or
+    None), the features on ``device``. Nodes are cut by ``graph`` (the whole graph, whose row pointer every rank
+    has: :func:`node_bounds`). The rank's neighbour lists are copied from ``train`` (the training graph, when
     this rank holds it) or given as ``rows = (degree, indices)`` of its range (from
     :func:`gaescale.split.hashed_rows`: computed from those rows of ``graph`` alone); the training graph's
     row pointer is gathered from every rank's degrees. Nothing returned refers to ``train`` or ``x``: they

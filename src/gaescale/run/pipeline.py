@@ -244,9 +244,9 @@ def _finish(config: TrainConfig, model: GAE, inputs, csr, split, fitted: _Fitted
             from .report import write_report
             write_report(out, log=log)
     result = fitted.result
-    summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  val AUC {_fmt(metrics['val_auc'])}"
-               f"  |  {metrics['epochs']} epochs (best {result.best_epoch}), {metrics['seconds_per_epoch']:.3f} s/epoch, "
-               f"peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
+    summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  "
+               f"val AUC {_fmt(metrics['val_auc'])}  |  {metrics['epochs']} epochs (best {result.best_epoch}), "
+               f"{metrics['seconds_per_epoch']:.3f} s/epoch, peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     baselines = baseline_summary(metrics)
     log(summary + (f"\n{baselines}" if baselines else "") + (f"\noutputs in {out}/" if out is not None else ""))
     return RunResult(model, embeddings, inputs.node_ids, metrics, out, bias)
@@ -316,8 +316,8 @@ def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fe
         else:
             chosen = best.strategy
             log(f"--strategy auto: {chosen} (predicted peak {best.peak_bytes / 2**30:.2f} GiB of a "
-                f"{budget / 2**30:.2f} GiB budget{' per process' if runtime.world_size > 1 else ''}; 'gaescale plan' shows every "
-                "strategy)")
+                f"{budget / 2**30:.2f} GiB budget{' per process' if runtime.world_size > 1 else ''}; 'gaescale plan' "
+                "shows every strategy)")
     chosen = runtime.choice_from_main(chosen, tuple(AUTO_ORDER))
     if failed is not None:
         raise failed
@@ -389,7 +389,8 @@ def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
     fingerprint = data_fingerprint(*csr, as_array(x)) if runtime.is_main else None
     fingerprint = runtime.gather(fingerprint, waiting=True)[0]
     split = "hashed" if prepared else "random"  # a prepared graph's split (gaescale.split) differs from the other
-    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every, {**config.to_dict(), "strategy": strategy, "split": split},
+    ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every,
+                        {**config.to_dict(), "strategy": strategy, "split": split},
                         fingerprint, fresh=not config.resume)
     if not config.resume:
         return ckpt, None

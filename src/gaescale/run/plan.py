@@ -161,8 +161,9 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     batch, fanouts = opts["batch_size"], opts["fanouts"]
     nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch, fanouts)
     steps = -(-int(et) // batch)
-    nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec) + max(_build(nc, ec, sage), _operator(nc, ec, sage)
-               + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
+    nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec)
+               + max(_build(nc, ec, sage), _operator(nc, ec, sage)
+                     + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
     plans.append(StrategyPlan("neighbor", int(resident),
                               int(max(minibatch_first, minibatch_kept + max(nb_step, minibatch_eval))),
                               steps * ((2 * ec + nc) * spmm_width + nc * per_pass),
@@ -228,7 +229,8 @@ def available_memory() -> int:
 
 def format_table(plans: list[StrategyPlan], num_nodes: int, budget: int | None = None) -> str:
     """The planner's table; the dense N x N matrix is listed for reference (float32, never built)."""
-    rows = ["| strategy | predicted peak | fits | steps/epoch | sparse multiply-adds/epoch | pair evaluations/epoch | notes |",
+    rows = ["| strategy | predicted peak | fits | steps/epoch | sparse multiply-adds/epoch "
+            "| pair evaluations/epoch | notes |",
             "|---|---:|:---:|---:|---:|---:|---|"]
     for p in plans:
         fits = "" if budget is None else ("yes" if p.peak_bytes <= budget else "no")
@@ -236,8 +238,8 @@ def format_table(plans: list[StrategyPlan], num_nodes: int, budget: int | None =
                     f"{p.pair_evals:.3g} | {p.note} |")
     dense = 4.0 * num_nodes ** 2
     rows.append(f"| dense N x N matrix (reference) | {dense / 2**30:,.1f} GiB | "
-                f"{'' if budget is None else ('yes' if dense <= budget else 'no')} | 1 | | {float(num_nodes) ** 2:.3g} | "
-                "the adjacency as one float32 matrix; gaescale never builds it |")
+                f"{'' if budget is None else ('yes' if dense <= budget else 'no')} | 1 | | "
+                f"{float(num_nodes) ** 2:.3g} | the adjacency as one float32 matrix; gaescale never builds it |")
     return "\n".join(rows)
 
 
@@ -266,8 +268,9 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
     budget = budget_bytes(config)
     config = config.for_graph(f or None)
     plans = plan(config, n, e, f or None, prepared=prepared)
-    lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} {'-'.join(map(str, config.encoder_dims))}"
-             f"{', VGAE' if config.variational else ''}; budget {budget / 2**30:.2f} GiB", "",
+    lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} "
+             f"{'-'.join(map(str, config.encoder_dims))}{', VGAE' if config.variational else ''}; "
+             f"budget {budget / 2**30:.2f} GiB", "",
              format_table(plans, n, budget), ""]
     try:
         lines.append(f"--strategy auto would train with: {choose(plans, budget, config).strategy}")

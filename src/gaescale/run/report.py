@@ -45,7 +45,8 @@ METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),
            ("best_epoch", "Best epoch", "{:,}"), ("seconds_per_epoch", "Seconds per epoch", "{:.3f}"),
            ("peak_rss_gib", "Peak RSS (GiB)", "{:.2f}"), ("num_nodes", "Nodes", "{:,}"), ("num_edges", "Edges", "{:,}"),
            ("device", "Device", "{}"), ("processes", "Processes (torchrun)", "{:,}")]
-CONFIG = ("encoder", "decoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "strategy", "epochs", "lr", "seed")
+CONFIG = ("encoder", "decoder", "hidden", "dim", "loss", "dense", "weighting", "variational", "strategy", "epochs",
+          "lr", "seed")
 BLUE, ORANGE, GREY = "#1f6feb", "#e36209", "#6a737d"
 
 

@@ -148,7 +148,8 @@ class Run:
         ref = self.path / "graph.json"
         if ref.is_file() and not (self.path / "graph.npz").is_file():
             from ..data.prepare import open_prepared
-            return open_prepared(self.path / json.loads(ref.read_text())["prepared"]).graph  # relative: the run's own copy
+            # relative: the run's own copy
+            return open_prepared(self.path / json.loads(ref.read_text())["prepared"]).graph
         with np.load(self._file("graph.npz"), allow_pickle=False) as g:
             indptr, indices = g["indptr"], g["indices"]
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1))

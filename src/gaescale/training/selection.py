@@ -6,9 +6,9 @@ neighbours. Its validation AUC is high at epoch 1, dips while training reshapes 
 climbs back, often for tens of epochs. Selecting the best validation AUC from epoch 1 on (with a patience
 shorter than the dip) hands back the untrained model. So the weights are selected, and patience counted,
 only after a warm-up: from the first evaluation after epoch ``MIN_WARMUP`` (10) that beats the first
-evaluation's AUC (the dip is over), and at the latest after ``warmup`` epochs (a run whose training never beats its start
-still ends with trained weights, and says so: :func:`selection_note`). The epochs before are trained and
-logged, never kept. Measured on email-enron (linear encoder, d = 64, lr 0.05): a fixed 50-epoch warm-up
+evaluation's AUC (the dip is over), and at the latest after ``warmup`` epochs (a run whose training never
+beats its start still ends with trained weights, and says so: :func:`selection_note`). The epochs before are
+trained and logged, never kept. Measured on email-enron (linear encoder, d = 64, lr 0.05): a fixed 50-epoch warm-up
 kept epoch 51 (test AUC 0.946); the dip ended at epoch 15 and the best epoch after it was 30 (0.954).
 Without the 10-epoch floor, a noisy epoch 2 that beat epoch 1 by a hair ended the warm-up on a
 Holme-Kim graph of 50,000 nodes, and patience then kept epoch 3.

@@ -166,11 +166,11 @@ class NeighborLinks:
 
 
 class ShardedFullBatch:
-    """Full batch over the ``W`` ranks of a ``runtime`` with the graph replicated (see :mod:`gaescale.parallel.runtime`): one step per
-    epoch; the loss of rank ``r`` covers its shard of the training pairs and of the dense term: of the
-    sampled pairs (``m`` rounded up to a multiple of ``W``), of the exact term's tiles (row blocks
-    ``r, r + W, ...``: each rank forms about ``1/W`` of the ``N^2 / 2`` pair evaluations), or ``1/W`` of
-    the closed form."""
+    """Full batch over the ``W`` ranks of a ``runtime`` with the graph replicated (see
+    :mod:`gaescale.parallel.runtime`): one step per epoch; the loss of rank ``r`` covers its shard of the training
+    pairs and of the dense term: of the sampled pairs (``m`` rounded up to a multiple of ``W``), of the exact term's
+    tiles (row blocks ``r, r + W, ...``: each rank forms about ``1/W`` of the ``N^2 / 2`` pair evaluations), or
+    ``1/W`` of the closed form."""
 
     name = "full"
     shared_draws = True  # every rank draws the same pairs and keeps its share
@@ -193,14 +193,16 @@ class ShardedFullBatch:
         yield loss
 
     def _loss(self, z: torch.Tensor, generator, loss_kwargs: dict, model) -> torch.Tensor:
-        """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)`` under ``model``'s decoder."""
+        """``W`` times this rank's additive share of the reconstruction loss of ``z: (N, d)`` under ``model``'s
+        decoder."""
         metric = model.metric(z)
 
         def logits(pidx: PairIndex) -> torch.Tensor:
             return pidx.logits(z, metric) if model.pair_decoder is None else model.logits(z, pidx.pairs())
         w, r, n = self.runtime.world_size, self.runtime.rank, z.shape[0]
         _, mine, count, loops = self._shard
-        dense, kind, weighting = loss_kwargs.get("dense", "sampled"), loss_kwargs.get("kind", "bce"), loss_kwargs.get("weighting")
+        dense, kind, weighting = (loss_kwargs.get("dense", "sampled"), loss_kwargs.get("kind", "bce"),
+                                  loss_kwargs.get("weighting"))
         num_edge_pairs = 2 * count - loops
         if dense == "sampled":
             m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws

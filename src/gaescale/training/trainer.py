@@ -49,7 +49,8 @@ class FitState:
         return {"history": self.history, "stopped": self.stopped, "seconds": self.seconds, "epoch": self.epoch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.history, self.stopped, self.seconds, self.epoch = (state[k] for k in ("history", "stopped", "seconds", "epoch"))
+        self.history, self.stopped, self.seconds, self.epoch = (state[k]
+                                                                for k in ("history", "stopped", "seconds", "epoch"))
 
 
 @dataclass
@@ -76,8 +77,8 @@ class _Loop:
 
 def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edges: torch.Tensor | PairIndex | None, *,
         val: tuple[np.ndarray, np.ndarray] | None = None, epochs: int = 200, lr: float = 0.01, seed: int = 0,
-        eval_every: int = 1, patience: int = 20, warmup: int = 0, loss_kwargs: dict | None = None, progress: bool = True,
-        on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
+        eval_every: int = 1, patience: int = 20, warmup: int = 0, loss_kwargs: dict | None = None,
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
         embed: Callable[[], torch.Tensor] | None = None, embed_collective: bool = False, precision: str = "fp32",
         runtime: Local | None = None, group=None) -> FitResult:
@@ -174,7 +175,8 @@ def _resume(loop: _Loop, resume: dict[str, Any]) -> None:
         loop.scaler.load_state_dict(resume["scaler"])
 
 
-def _train_epoch(loop: _Loop, epoch: int, time_limit: float | None, checkpointer: Checkpointer | None) -> dict[str, Any]:
+def _train_epoch(loop: _Loop, epoch: int, time_limit: float | None,
+                 checkpointer: Checkpointer | None) -> dict[str, Any]:
     """One epoch's optimizer steps (the time limit checked after each); its record: mean loss, seconds, steps."""
     s, rt = loop.state, loop.runtime
     t0 = time.perf_counter()
