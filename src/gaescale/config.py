@@ -6,6 +6,7 @@ construction and raises :class:`gaescale.errors.ParameterError` with one message
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,12 @@ from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
 from .sparse import PRECISIONS
 
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
+
+
+def _model_defaults(encoder: str) -> dict[str, Any]:
+    """The model fields a resolved ``encoder`` fills in when they are unset."""
+    linear = encoder == "linear"
+    return {"hidden": () if linear else (32,), "dim": 64 if linear else 16, "lr": 0.02 if linear else 0.01}
 
 
 def _opt(default, help: str, rule: str, *, section: str = "training", per_host: bool = False, resumable: bool = False,
@@ -127,6 +134,11 @@ class TrainConfig:
                         resumable=True)
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", section="runtime", per_host=True, resumable=True)
 
+    def __new__(cls, *args, **kwargs):
+        # an unknown option is named, with the nearest known one (the dataclass's __init__: a bare TypeError)
+        _refuse_unknown(kwargs, "train")
+        return super().__new__(cls)
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             setattr(self, f.name, _check(f, getattr(self, f.name)))
@@ -134,10 +146,9 @@ class TrainConfig:
             raise ParameterError("hidden", "train", "empty with encoder='linear' (it has no hidden layers)",
                                  ",".join(map(str, self.hidden)))
         if self.resolved:  # encoder auto: the model's defaults wait until the graph is known (for_graph)
-            linear = self.encoder == "linear"
-            self.hidden = (() if linear else (32,)) if self.hidden is None else self.hidden
-            self.dim = (64 if linear else 16) if self.dim is None else self.dim
-            self.lr = (0.02 if linear else 0.01) if self.lr is None else self.lr
+            for name, default in _model_defaults(self.encoder).items():
+                if getattr(self, name) is None:
+                    setattr(self, name, default)
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
         owners = {"cluster_parts": "cluster", "clusters_per_batch": "cluster", "fastgae_nodes": "fastgae",
@@ -212,12 +223,18 @@ class TrainConfig:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
+    def with_options(self, **options) -> TrainConfig:
+        """This configuration with ``options`` changed (``train(config, lr=0.05)``). A resolved configuration
+        (e.g. a run's ``config.json``) holds the model defaults its encoder filled in (``hidden``, ``dim``,
+        ``lr``); when ``options`` change the encoder, those still equal to the old encoder's defaults are filled
+        in anew for the new one unless ``options`` give them (a GCN's 32 hidden units do not carry over to
+        ``encoder='linear'``, which has none); other values were chosen, and are kept."""
+        _refuse_unknown(options, "train")
+        return TrainConfig(**_merged(self.to_dict(), options))
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ParameterError(unknown[0], "TrainConfig", f"one of the known fields {sorted(known)}", unknown[0])
+        _refuse_unknown(d, "TrainConfig")
         return cls(**d)
 
     @classmethod
@@ -243,7 +260,38 @@ class TrainConfig:
         if unknown:
             raise InputFileError(p, "unknown config field; 'gaescale train --help' lists the fields (as flags).",
                                  field=unknown[0])
-        return cls(**{**d, **overrides})
+        return cls(**_merged(d, overrides))
+
+
+def _refuse_unknown(options: dict[str, Any], owner: str) -> None:
+    """A :class:`ParameterError` naming the first option that is not a :class:`TrainConfig` field, with the
+    nearest field's name when one is close."""
+    known = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "the fields of gaescale.TrainConfig"
+        raise ParameterError(name, owner, f"a known option ({hint})", options[name])
+
+
+def _merged(base: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``{**base, **options}`` for :meth:`TrainConfig.with_options` (see there), with the model defaults of
+    ``base``'s resolved encoder unset when ``options`` change the encoder and do not give them."""
+    merged = {**base, **options}
+    old, new = base.get("encoder", "auto"), options.get("encoder", base.get("encoder", "auto"))
+    if old != new and old != "auto":
+        fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+        for name, default in _model_defaults(old).items():
+            if name in options or base.get(name) is None:
+                continue
+            try:
+                value = _check(fields[name], base[name])
+            except ParameterError:  # an invalid value: refused by the constructor as given
+                continue
+            if value == default:
+                merged[name] = None
+    return merged
 
 
 def _check(f: dataclasses.Field, value):

@@ -139,7 +139,7 @@ def _config(config: TrainConfig | None, options: dict) -> TrainConfig:
     if config is None:
         return TrainConfig(**options)
     if options:
-        return TrainConfig.from_dict({**config.to_dict(), **options})
+        return config.with_options(**options)
     return config
 
 
