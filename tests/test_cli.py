@@ -137,3 +137,130 @@ def test_train_string_ids_end_to_end(tmp_path):
         assert key in m
     assert m["epochs"] == len(m["history"]) == 5
     assert json.loads((out / "config.json").read_text())["dim"] == 4
+
+
+def _community_npz(tmp_path, nodes=300, edges=1200):
+    from gaescale.data.synthetic import community_graph
+    data = community_graph(nodes, edges, seed=0)
+    p = tmp_path / "g.npz"
+    np.savez(p, edge_index=data.edge_index, x=data.x)
+    return str(p)
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """One small run trained through the command line (GCN with its defaults), no report."""
+    tmp = tmp_path_factory.mktemp("cli")
+    out = tmp / "run"
+    assert main(["train", _community_npz(tmp), "--out", str(out), "--encoder", "gcn", "--epochs", "3", "--quiet",
+                 "--no-report"]) == 0
+    return out
+
+
+def test_version_prints_the_package_version(capsys):
+    from gaescale import __version__
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"gaescale {__version__}\n"
+
+
+def test_demo_trains_on_the_generated_graph_and_writes_a_complete_run(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--nodes", "2000", "--num-edges", "8000", "--epochs", "2", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "generating the default graph: 2,000 nodes, 8,000 edges" in err and "test AUC" in err
+    for name in ("embeddings.npy", "nodes.tsv", "model.pt", "config.json", "metrics.json", "report/report.html"):
+        assert (out / name).is_file(), name
+    emb = np.load(out / "embeddings.npy")
+    assert emb.shape == (2000, 8) and emb.dtype == np.float32 and np.isfinite(emb).all()  # demo: dim 8
+    assert len((out / "nodes.tsv").read_text().splitlines()) == 2000
+    config = json.loads((out / "config.json").read_text())
+    assert config["hidden"] == [16, 16] and config["dim"] == 8 and config["epochs"] == 2
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["epochs"] == len(m["history"]) == 2 and (m["num_nodes"], m["num_edges"]) == (2000, 8000)
+    assert np.isfinite([h["loss"] for h in m["history"]]).all()
+    assert 0.0 <= m["test_auc"] <= 1.0 and 0.0 <= m["test_ap"] <= 1.0 and 0.0 <= m["val_auc"] <= 1.0
+
+
+def test_report_command_writes_the_html_report_of_a_run(cli_run, tmp_path, capsys):
+    assert not (cli_run / "report").exists()  # trained with --no-report
+    assert main(["report", str(cli_run), "--out", str(tmp_path / "rep")]) == 0
+    page = tmp_path / "rep" / "report.html"
+    assert page.is_file() and "<html" in page.read_text().lower()
+    assert capsys.readouterr().err.strip().endswith(f"wrote {page}")
+
+
+def test_train_with_a_runs_config_retrains_the_same_model(cli_run, tmp_path):
+    again = tmp_path / "again"
+    assert main(["train", "--config", str(cli_run / "config.json"), "--out", str(again), "--quiet"]) == 0
+    old, new = (json.loads((d / "config.json").read_text()) for d in (cli_run, again))
+    assert new == {**old, "out": str(again)}
+    assert np.array_equal(np.load(again / "embeddings.npy"), np.load(cli_run / "embeddings.npy"))
+
+
+def test_train_with_a_runs_config_and_another_encoder_refills_its_defaults(cli_run, tmp_path):
+    old = json.loads((cli_run / "config.json").read_text())
+    assert (old["encoder"], old["hidden"], old["dim"]) == ("gcn", [32], 16)  # the GCN's defaults, resolved
+    out = tmp_path / "linear"
+    assert main(["train", "--config", str(cli_run / "config.json"), "--encoder", "linear", "--out", str(out),
+                 "--quiet", "--no-report", "--epochs", "1"]) == 0
+    new = json.loads((out / "config.json").read_text())
+    assert (new["encoder"], new["hidden"], new["dim"], new["lr"]) == ("linear", [], 64, 0.02)
+
+
+def test_score_command_writes_the_pairs_table_to_out(cli_run, tmp_path, capsys):
+    ids = (cli_run / "nodes.tsv").read_text().split()
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text(f"{ids[0]}\t{ids[5]}\n{ids[7]}\t{ids[2]}\n")
+    out = tmp_path / "scores.csv"
+    assert main(["score", str(cli_run), str(pairs), "--out", str(out)]) == 0
+    assert capsys.readouterr().out == ""  # the table went to --out
+    import pandas as pd
+    assert out.read_text().splitlines()[0] == "source,target,score,probability"
+    t = pd.read_csv(out, dtype={"source": str, "target": str})
+    z, b = np.load(cli_run / "embeddings.npy"), np.load(cli_run / "node_bias.npy")
+    rows = [(0, 5), (7, 2)]
+    expect = np.array([z[u] @ z[v] + b[u] + b[v] for u, v in rows], np.float64)  # the default decoder: bias
+    assert t["source"].tolist() == [ids[u] for u, _ in rows] and t["target"].tolist() == [ids[v] for _, v in rows]
+    np.testing.assert_allclose(t["score"], expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(t["probability"], 1 / (1 + np.exp(-expect)), rtol=1e-5)
+
+
+def _interrupt_at_epoch(monkeypatch, epoch):
+    """Ctrl-C in the optimizer step of ``epoch`` (the full-batch strategy's ``epoch``-th call)."""
+    from gaescale.training.strategies import FullBatch
+    steps, calls = FullBatch.steps, []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == epoch:
+            raise KeyboardInterrupt
+        yield from steps(self, *args, **kwargs)
+    monkeypatch.setattr(FullBatch, "steps", interrupted)
+
+
+def test_ctrl_c_during_training_exits_130_with_a_resume_hint_that_works(tmp_path, capsys, monkeypatch):
+    args = ["train", _community_npz(tmp_path), "--out", str(tmp_path / "run"), "--epochs", "4", "--hidden", "8",
+            "--dim", "4", "--quiet", "--no-report", "--checkpoint-every", "2"]
+    _interrupt_at_epoch(monkeypatch, 3)
+    assert main(args) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "gaescale: interrupted; run the same command with --resume to continue from the last checkpoint")
+    assert (tmp_path / "run" / "checkpoints" / "epoch-000002.pt").is_file()
+    monkeypatch.undo()
+    assert main(args + ["--resume"]) == 0
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["epochs"] == 4
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_ctrl_c_without_checkpoints_gives_no_resume_hint(tmp_path, capsys, monkeypatch, how):
+    edges, out = _community_npz(tmp_path), tmp_path / "run"
+    if how == "flag":
+        args = ["train", edges, "--checkpoint-every", "0"]
+    else:  # checkpoint_every 0 from a config file: no flag on the command line
+        (tmp_path / "c.json").write_text(json.dumps({"edges": edges, "checkpoint_every": 0}))
+        args = ["train", "--config", str(tmp_path / "c.json")]
+    _interrupt_at_epoch(monkeypatch, 2)
+    assert main(args + ["--out", str(out), "--epochs", "4", "--quiet", "--no-report"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "gaescale: interrupted"
+    assert not (out / "checkpoints").exists()

@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     from .parallel.runtime import Local
     from .run.pipeline import train
     runtime = Local()
+    config = None  # the run's, once built: an interrupted run was checkpointed only with checkpoint_every > 0
     try:
         if args.command in ("train", "demo"):  # started by torchrun: join its process group, once
             from .parallel.runtime import resolve
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         hint = ""
-        if args.command in ("train", "demo") and getattr(args, "checkpoint_every", 1):
+        if args.command in ("train", "demo") and config is not None and config.checkpoint_every:
             hint = "; run the same command with --resume to continue from the last checkpoint"
         if args.command == "tune":
             hint = "; run the same command again to resume the search (OUT/study.db)"
