@@ -173,5 +173,8 @@ class VGAE(GAE):
         mu, logstd = self.mu, self.logstd
         return -0.5 * (1 + 2 * logstd - mu.square() - (2 * logstd).exp()).sum(1).mean()
 
-    def loss(self, z: torch.Tensor, edge_index: torch.Tensor, **kwargs) -> torch.Tensor:
-        return super().loss(z, edge_index, **kwargs) + self.kl() / z.shape[0]
+    def loss(self, z: torch.Tensor, edge_index: torch.Tensor, *, kl_nodes: int | None = None,
+             **kwargs) -> torch.Tensor:
+        """The reconstruction loss plus ``kl() / kl_nodes``: ``N``, the graph's nodes (default: ``z``'s rows, the
+        whole graph in full batch; a strategy whose loss sees a subgraph passes the whole graph's ``N``)."""
+        return super().loss(z, edge_index, **kwargs) + self.kl() / (z.shape[0] if kl_nodes is None else kl_nodes)

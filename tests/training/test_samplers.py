@@ -260,3 +260,35 @@ def test_sample_edges_draws_every_edge_and_loop_uniformly(self_loops):
     assert counts.size == items
     expected = draws / items  # every item within 5 standard deviations of a uniform draw
     assert np.abs(counts - expected).max() < 5 * np.sqrt(expected)
+
+
+def _kl_by_hand(mu: torch.Tensor, logstd: torch.Tensor) -> float:
+    """Mean over nodes of KL(N(mu, sigma^2) || N(0, I)) = 1/2 sum_d (mu^2 + sigma^2 - 1 - ln sigma^2)."""
+    mu, var = mu.double(), (2 * logstd.double()).exp()
+    return float((0.5 * (mu ** 2 + var - 1 - var.log()).sum(1)).mean())
+
+
+@pytest.mark.parametrize("name", ["full", "fastgae", "cluster", "neighbor"])
+def test_every_strategy_weighs_the_vgae_kl_per_node_of_the_whole_graph(name):
+    """Full batch adds KL / N (the VGAE paper's weight, KL averaged over nodes); a strategy whose loss sees a
+    subgraph adds its nodes' mean KL / N too, N being the whole graph's nodes (not the subgraph's)."""
+    from gaescale.sparse import PairIndex
+    from gaescale.training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks
+    data = community_graph(600, 3000, seed=2)
+    g, x, n = Graph.from_edge_index(data.edge_index, data.num_nodes), torch.from_numpy(data.x), data.num_nodes
+    strategy = {"full": FullBatch(), "fastgae": FastGAE(100, 1.0),
+                "cluster": ClusterGCN(metis_parts(g, 6), 2), "neighbor": NeighborLinks([5, 5], 256)}[name]
+    pairs = PairIndex.from_pairs(torch.from_numpy(g.edge_index()), n)
+    torch.manual_seed(0)
+    model = gaescale.VGAE(gaescale.GCN(8, [8, 2 * 4])).eval()  # eval: z = mu, no noise; the same draws twice
+
+    def first_step():
+        with torch.no_grad():
+            return next(strategy.steps(model, x, g, pairs, torch.Generator().manual_seed(5), {})).item()
+
+    with_kl = first_step()
+    kl = _kl_by_hand(model.mu, model.logstd)  # over the nodes the encoder embedded in that step
+    # full batch and FastGAE embed the whole graph; Cluster-GCN its batch, neighbour sampling the sampled nodes
+    assert (model.mu.shape[0] == n) is (name in ("full", "fastgae")) and kl > 0.1
+    model.kl = lambda: torch.zeros(())  # the same step without its KL term: the reconstruction alone
+    assert with_kl - first_step() == pytest.approx(kl / n, rel=1e-4)

@@ -46,6 +46,12 @@ def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
     return PairIndex.from_pairs(torch.from_numpy(edges), sub.num_nodes)
 
 
+def _kl_nodes(model, graph: Graph) -> dict:
+    """A VGAE's loss on a subgraph weighs its KL per node of the whole ``graph`` (``kl / N``), as full batch and
+    neighbour sampling do, not per node of the subgraph (``N / n_S`` times more)."""
+    return {"kl_nodes": graph.num_nodes} if hasattr(model, "kl") else {}
+
+
 class ClusterGCN:
     """Cluster-GCN: ``parts: (N,)`` (METIS; ``num_parts`` parts, by default up to the largest in ``parts``),
     ``clusters_per_batch`` parts per step; the encoder and the loss
@@ -95,7 +101,8 @@ class ClusterGCN:
             if sub_pairs is None and self.world_size == 1:
                 continue
             z = model(None if x is None else x[index_on(nodes, x)], sub)
-            yield z.sum() * 0.0 if sub_pairs is None else model.loss(z, sub_pairs, generator=generator, **loss_kwargs)
+            yield z.sum() * 0.0 if sub_pairs is None else model.loss(z, sub_pairs, generator=generator, **loss_kwargs,
+                                                                     **_kl_nodes(model, graph))
 
 
 class FastGAE:
@@ -113,7 +120,8 @@ class FastGAE:
             nodes = degree_sampled_nodes(graph.degree, self.size, self.alpha, generator)
             sub_pairs = _sub_pairs(induced_subgraph(graph, nodes), self.self_loops)
             if sub_pairs is not None:
-                yield model.loss(z[index_on(nodes, z)], sub_pairs, generator=generator, **loss_kwargs)
+                yield model.loss(z[index_on(nodes, z)], sub_pairs, generator=generator, **loss_kwargs,
+                                 **_kl_nodes(model, graph))
                 return
         raise GraphError(f"FastGAE drew 8 subsets of {self.size} nodes without an edge between them; "
                          "raise --fastgae-nodes.")
