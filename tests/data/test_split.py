@@ -45,8 +45,53 @@ def test_dense_graph_negative_sampling_terminates_exactly():
     assert len(_set(s.val_neg) | _set(s.test_neg)) == 6
 
 
-@pytest.mark.parametrize("val,test", [(0.6, 0.5), (-0.1, 0.1), (1.0, 0.0)])
-def test_bad_fractions(val, test):
+@pytest.mark.parametrize("val,test,name", [(0.6, 0.5, r"val_fraction \+ test_fraction"),
+                                           (-0.1, 0.1, "val_fraction"), (1.0, 0.0, "val_fraction"),
+                                           (0.1, 1.5, "test_fraction")])
+def test_bad_fractions(val, test, name):
     g = Graph.from_edge_index(random_edges(20, 30), 20)
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match=rf"^The '{name}' parameter of split_edges must be"):
         split_edges(g, val, test)
+
+
+def _fds_on(path) -> list[str]:
+    """This process's open file descriptors on ``path`` (Linux's /proc/self/fd)."""
+    import os
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            fds.append(target)
+    return fds
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs Linux's /proc/self/fd")
+def test_a_failed_hashed_split_closes_and_removes_its_temporary_file(tmp_path, monkeypatch):
+    import errno
+
+    import gaescale.data.split as split_module
+    from gaescale.data.split import split_hashed
+    g = Graph.from_edge_index(random_edges(200, 1500, seed=3), 200)
+    real, blocks = split_module._split_rows, []
+
+    def disk_full_at_the_second_block(*args):
+        *head, train_entries = args
+
+        def entries(cols):
+            train_entries(cols)  # the first block reaches the file
+            blocks.append(cols.size)
+            if len(blocks) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*head, entries)
+    monkeypatch.setattr(split_module, "_split_rows", disk_full_at_the_second_block)
+    out = tmp_path / "split"
+    with pytest.raises(OSError, match="No space left") as failed:  # its traceback keeps split_hashed's locals
+        split_hashed(g, out_dir=out, block=256)
+    assert len(blocks) == 2 and list(out.iterdir()) == []  # no train_indices.tmp left behind
+    assert _fds_on(out) == [], failed  # and no handle left open on it
+    monkeypatch.undo()
+    s = split_hashed(g, out_dir=out, block=256)
+    assert [p.name for p in out.iterdir()] == ["train_indices.bin"] and s.train_graph().num_edges == s.num_train

@@ -233,17 +233,23 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
     n = graph.num_nodes
     kept = []
     path = None if out_dir is None else Path(out_dir) / "train_indices.bin"  # raw, read back as np.memmap
-    if path is not None:
+    if path is None:
+        deg, val_pos, test_pos = _split_rows(graph, 0, n, val_fraction, test_fraction, seed, block, kept.append)
+    else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path.with_suffix(".tmp"), "wb")
-    deg, val_pos, test_pos = _split_rows(graph, 0, n, val_fraction, test_fraction, seed, block,
-                                         kept.append if path is None else (lambda cols: cols.tofile(fh)))
+        tmp = path.with_suffix(".tmp")
+        try:  # written under a temporary name, renamed once complete; closed and removed on any error
+            with open(tmp, "wb") as fh:
+                deg, val_pos, test_pos = _split_rows(graph, 0, n, val_fraction, test_fraction, seed, block,
+                                                     lambda cols: cols.tofile(fh))
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     train_indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     if path is None:
         train = Graph(train_indptr, np.concatenate(kept), n)
     else:
-        fh.close()
-        os.replace(path.with_suffix(".tmp"), path)
         indices = np.memmap(path, graph.indices.dtype, "r") if train_indptr[-1] else np.zeros(0, graph.indices.dtype)
         train = Graph(train_indptr, indices, n)
     return held_out_split(graph, val_pos, test_pos, seed=seed, train=train)
