@@ -1,7 +1,6 @@
 """Writing run outputs atomically: every file goes to a temporary name in its directory, then is renamed."""
 from __future__ import annotations
 
-import functools
 import io
 import json
 import os
@@ -16,10 +15,9 @@ import torch
 from .errors import OutputError
 
 
-@functools.cache
 def _umask() -> int:
-    """This process's umask, read once (Linux's ``/proc/self/status`` without changing it; elsewhere set and
-    restored at once)."""
+    """This process's umask now, read at each write (it may have changed since the last): Linux's
+    ``/proc/self/status`` without changing it; elsewhere set and restored at once."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:

@@ -1,0 +1,50 @@
+"""Atomic writes: importing gaescale leaves the process's umask alone, and a written file gets the mode
+open() would give it under the umask in effect when it is written."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    import json, os, stat, sys
+    os.umask(0o027)
+    calls, real = [], os.umask
+    os.umask = lambda mask: (calls.append(mask), real(mask))[1]  # every call to os.umask from here on
+    import gaescale, gaescale.cli, gaescale.outputs  # the package and what the CLI imports
+    at_import = list(calls)
+    out = sys.argv[1]
+    mode = lambda name: stat.S_IMODE(os.stat(os.path.join(out, name)).st_mode)
+    gaescale.outputs.write_json(os.path.join(out, "a.json"), {"a": 1})
+    real(0o077)  # the process changes its umask between two writes
+    gaescale.outputs.write_npy(os.path.join(out, "b.npy"), __import__("numpy").zeros(3))
+    with open(os.path.join(out, "c.txt"), "w"):
+        pass
+    current = real(0o077)
+    print(json.dumps({"at_import": at_import, "calls": calls, "umask": current, "a": mode("a.json"),
+                      "b": mode("b.npy"), "c": mode("c.txt")}))
+""")
+
+
+@pytest.fixture(scope="module")
+def umask_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("umask")
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_importing_gaescale_does_not_call_os_umask(umask_run):
+    assert umask_run["at_import"] == []
+    assert umask_run["umask"] == 0o077  # still the one the script set last
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux reads the umask from /proc, never sets it")
+def test_writing_does_not_change_the_umask_on_linux(umask_run):
+    assert umask_run["calls"] == []  # read from /proc/self/status: no set-and-restore another thread could see
+
+
+def test_atomically_written_files_get_the_mode_open_gives_under_the_current_umask(umask_run):
+    assert umask_run["a"] == 0o666 & ~0o027 == 0o640
+    assert umask_run["b"] == umask_run["c"] == 0o666 & ~0o077 == 0o600  # the umask of the moment, not the first
