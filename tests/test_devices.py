@@ -32,9 +32,20 @@ def test_auto_is_the_cpu_without_a_gpu_and_cuda_is_refused_before_anything_is_wr
 def test_the_device_is_recorded_and_does_not_stop_a_resume(tmp_path):
     data = community_graph(400, 1600, seed=1)
     kw = dict(data=data, out=str(tmp_path / "run"), hidden="8", dim=4, quiet=True, report=False, checkpoint_every=1)
-    gaescale.train(epochs=2, device="cpu", **kw)
+    first = gaescale.train(epochs=2, device="cpu", **kw)
     r = gaescale.train(epochs=3, device="auto", resume=True, **kw)  # a run may move to another device
     assert r.metrics["epochs"] == 3 and r.metrics["device"] == str(resolve_device("auto"))
+    # independently of resolve_device: auto is the first GPU where torch sees one (no torchrun here), else the CPU
+    assert first.metrics["device"] == "cpu"
+    assert r.metrics["device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["device"] == r.metrics["device"]
+
+
+def test_auto_records_the_cpu_when_torch_sees_no_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a GPU machine behaves as one without
+    r = gaescale.train(data=community_graph(300, 1200, seed=2), hidden="8", dim=4, epochs=1, quiet=True,
+                       device="auto")
+    assert r.metrics["device"] == "cpu"
 
 
 CASES = [dict(strategy="full"), dict(strategy="full", loss="weighted-bce", dense="exact"),

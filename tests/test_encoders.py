@@ -84,9 +84,11 @@ def test_gae_accepts_a_user_encoder(graph):
     assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
 
 
-@pytest.mark.parametrize("args,kwargs", [((3, []), {}), ((3, [0]), {}), ((None, [4]), {}), ((0, [4]), {})])
-def test_bad_dims(args, kwargs):
-    with pytest.raises(ParameterError):
+@pytest.mark.parametrize("args,kwargs,name", [((3, []), {}, "dims"), ((3, [0]), {}, "dims"),
+                                              ((None, [4]), {}, "num_nodes"), ((0, [4]), {}, "in_dim"),
+                                              ((3, [4]), {"dropout": 1.0}, "dropout")])
+def test_bad_dims(args, kwargs, name):
+    with pytest.raises(ParameterError, match=rf"^The '{name}' parameter of GCN must be"):
         GCN(*args, **kwargs)
 
 

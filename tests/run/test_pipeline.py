@@ -96,3 +96,68 @@ def test_every_run_scores_the_heuristics_on_its_own_test_split():
     line = next(m for m in "\n".join(lines).splitlines() if m.startswith("baselines on the same test split"))
     assert f"Adamic-Adar {got['adamic_adar']['auc']:.4f}" in line
     assert line.endswith("the embeddings beat all three") is beaten
+
+
+def _scripted_validation(monkeypatch, aucs):
+    """Validation during training returns ``aucs`` in turn (then their last); returns the list of the
+    embeddings each evaluation scored, in order."""
+    import gaescale.training.trainer as trainer_module
+    seen = []
+
+    def scripted(z, pos, neg, **kwargs):
+        seen.append(z.detach().clone())
+        return aucs[min(len(seen), len(aucs)) - 1], 0.5
+    monkeypatch.setattr(trainer_module, "link_scores", scripted)
+    return seen
+
+
+def test_the_best_validation_epochs_weights_are_returned_not_the_last(monkeypatch):
+    from gaescale.models import split_bias
+    seen = _scripted_validation(monkeypatch, [0.6, 0.7, 0.9, 0.8, 0.7, 0.75, 0.6, 0.65])  # best: epoch 3 of 8
+    r = gaescale.train(data=community_graph(400, 1600, seed=1), hidden="8", dim=4, epochs=8, warmup=0, patience=0,
+                       lr=0.05, quiet=True)
+    assert len(seen) == 8 and r.metrics["best_epoch"] == 3 and not r.metrics["stopped_early"]
+    best, last = split_bias(seen[2]), split_bias(seen[-1])
+    assert not torch.equal(best[0], last[0])  # training moved the weights after epoch 3
+    np.testing.assert_array_equal(r.embeddings, best[0].numpy())
+    np.testing.assert_array_equal(r.node_bias, best[1].numpy())
+
+
+# Evaluated every 2 epochs with a warm-up of 4: epochs 2 and 4 (0.99, 0.95) may neither be kept nor count;
+# epoch 8 is the best after it, and 10, 12, 14 are three evaluations without a better one.
+PATIENCE_RUN = dict(hidden="8", dim=4, eval_every=2, warmup=4, patience=3, quiet=True, report=False)
+PATIENCE_AUCS = [0.99, 0.95, 0.80, 0.85, 0.84, 0.83, 0.82, 0.81]
+
+
+def test_patience_stops_after_that_many_evaluations_past_the_warmup_without_a_better_auc(monkeypatch):
+    data = community_graph(400, 1600, seed=1)
+    seen = _scripted_validation(monkeypatch, PATIENCE_AUCS)
+    r = gaescale.train(data=data, epochs=40, **PATIENCE_RUN)
+    assert r.metrics["stopped_early"] is True and r.metrics["epochs"] == len(r.metrics["history"]) == 14
+    assert r.metrics["best_epoch"] == 8 and len(seen) == 7
+    assert [h["epoch"] for h in r.metrics["history"] if "val_auc" in h] == [2, 4, 6, 8, 10, 12, 14]
+    seen.clear()
+    r = gaescale.train(data=data, epochs=40, **{**PATIENCE_RUN, "patience": 0})  # never stops early
+    assert r.metrics["stopped_early"] is False and r.metrics["epochs"] == 40 and r.metrics["best_epoch"] == 8
+
+
+def test_resuming_an_early_stopped_run_with_more_epochs_trains_no_further(tmp_path, monkeypatch):
+    """fit resumes from the checkpoint written when patience stopped the run: its state says stopped, so no
+    epoch is trained and the result is the stopped run's, as an uninterrupted run with more epochs gives."""
+    data = community_graph(400, 1600, seed=1)
+    seen = _scripted_validation(monkeypatch, PATIENCE_AUCS)
+    uninterrupted = gaescale.train(data=data, epochs=40, **PATIENCE_RUN)
+    seen.clear()
+    stopped = gaescale.train(data=data, out=str(tmp_path), epochs=30, checkpoint_every=5, **PATIENCE_RUN)
+    assert stopped.metrics["stopped_early"] and stopped.metrics["epochs"] == 14
+    assert (tmp_path / "checkpoints" / "epoch-000014.pt").is_file()  # saved when it stopped
+    seen.clear()
+    lines = []
+    resumed = gaescale.train(data=data, out=str(tmp_path), epochs=40, checkpoint_every=5, resume=True,
+                             log=lines.append, **{**PATIENCE_RUN, "quiet": False})
+    assert any("epoch-000014.pt (epoch 14, stopped early)" in m for m in lines), lines
+    assert seen == []  # not one more evaluation
+    assert resumed.metrics["epochs"] == 14 and resumed.metrics["stopped_early"] and resumed.metrics["best_epoch"] == 8
+    assert resumed.metrics["history"] == stopped.metrics["history"]
+    np.testing.assert_array_equal(resumed.embeddings, stopped.embeddings)
+    np.testing.assert_array_equal(resumed.embeddings, uninterrupted.embeddings)

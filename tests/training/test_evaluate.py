@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import torch
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import average_precision_score, roc_auc_score
 
 from conftest import brute_force_ranks, dense_adjacency, random_edges
 from gaescale.training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
@@ -40,6 +40,28 @@ def test_link_scores_and_pair_scores():
     np.testing.assert_allclose(pair_scores(z, pos, chunk=1), [1.0, 1.0])
     auc, ap = link_scores(z, pos, neg)
     assert auc == roc_auc_score([1, 1, 0, 0], [1.0, 1.0, 0.0, -1.0]) == 1.0 and ap == 1.0
+
+
+def test_link_scores_of_overlapping_scores_by_hand():
+    # node 0 has z = 1, so pair (0, k) scores z_k: positives 3, 1, 0.5; negatives 2, 0, 1 (a tie), -1
+    z = torch.tensor([[1.0], [3.0], [1.0], [0.5], [2.0], [0.0], [1.0], [-1.0]])
+    pos, neg = np.array([[0, 0, 0], [1, 2, 3]]), np.array([[0, 0, 0, 0], [4, 5, 6, 7]])
+    auc, ap = link_scores(z, pos, neg)
+    # AUC: of the 12 (positive, negative) pairs, 3 wins 4, 1 wins 2 and ties 1 (half), 0.5 wins 2
+    assert auc == pytest.approx(8.5 / 12)
+    # AP: precision at each recall step, by descending score: 3 (1/1), the tied 1s (2/4), 0.5 (3/5)
+    assert ap == pytest.approx((1 / 1 + 2 / 4 + 3 / 5) / 3)
+
+
+def test_link_scores_match_sklearn_on_random_overlapping_scores():
+    rng = np.random.default_rng(4)
+    z = torch.from_numpy(rng.standard_normal((60, 3)))
+    pos, neg = rng.integers(0, 60, (2, 50)), rng.integers(0, 60, (2, 70))
+    s = (z @ z.T).numpy()
+    y, scores = np.r_[np.ones(50), np.zeros(70)], np.r_[s[pos[0], pos[1]], s[neg[0], neg[1]]]
+    auc, ap = link_scores(z, pos, neg)
+    assert 0.3 < auc < 0.7  # random embeddings: the classes overlap
+    assert auc == pytest.approx(roc_auc_score(y, scores)) and ap == pytest.approx(average_precision_score(y, scores))
 
 
 @pytest.mark.parametrize("block", [3, 4096])

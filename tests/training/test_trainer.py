@@ -1,12 +1,13 @@
 """The training loop's mixed precision: bf16 autocast, fp16 with a gradient scaler, one code path."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 import gaescale
 from gaescale.errors import ParameterError
 from gaescale.graph import Graph
-from gaescale.sparse import spmm
+from gaescale.sparse import SparseOperator, spmm
 from gaescale.data.synthetic import community_graph
 from gaescale.training.trainer import fit
 
@@ -24,6 +25,30 @@ def test_sparse_products_of_half_inputs_accumulate_in_float32(dtype):
     torch.testing.assert_close(y.float(), reference, rtol=1e-2, atol=1e-2)  # one rounding of the fp32 result
     y.float().square().sum().backward()
     assert x.grad.dtype == dtype
+
+
+def _half_sum(values: torch.Tensor) -> torch.Tensor:
+    """``values`` summed one by one in their own (half) dtype, as a kernel accumulating in half would."""
+    acc = torch.zeros((), dtype=values.dtype)
+    for v in values:
+        acc = acc + v
+    return acc
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_sum_that_half_precision_accumulation_gets_wrong_is_exact(dtype):
+    """Row 0 of the operator sums 1 and 2 / ulp(1) values of ulp(1) / 4: exactly 2 in float32; a half
+    accumulator stays at 1 (each small value is a quarter of its spacing at 1, so rounds away)."""
+    ulp = torch.finfo(dtype).eps  # the spacing of the half type at 1
+    k = int(round(4 / ulp))  # k values of ulp / 4 add up to 1
+    op = SparseOperator(sp.csr_matrix(np.ones((1, k + 1), np.float32)))  # one row of k + 1 ones
+    x = torch.full((k + 1, 1), ulp / 4, dtype=dtype)
+    x[0] = 1.0
+    assert _half_sum(x[:, 0]) == 1.0  # what accumulating in half would give
+    y = spmm(op, x)
+    assert y.dtype == dtype
+    # one rounding of the float32 sum, 2: within half of the half type's spacing at 2, far below the error of 1
+    assert abs(float(y) - 2.0) <= ulp, float(y)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
