@@ -161,3 +161,17 @@ def test_resuming_an_early_stopped_run_with_more_epochs_trains_no_further(tmp_pa
     assert resumed.metrics["history"] == stopped.metrics["history"]
     np.testing.assert_array_equal(resumed.embeddings, stopped.embeddings)
     np.testing.assert_array_equal(resumed.embeddings, uninterrupted.embeddings)
+
+
+def test_a_run_stopped_by_its_time_limit_resumes_under_a_higher_one(tmp_path):
+    """A run that --time-limit stopped is resumable (time_limit may change on resume): with a higher limit or none
+    it trains on to its epochs; with the same limit it trains no further."""
+    data = community_graph(400, 1600, seed=1)
+    kw = dict(data=data, out=str(tmp_path), epochs=6, checkpoint_every=1, quiet=True, report=False, seed=3)
+    cut = gaescale.train(time_limit=1e-9, **kw)  # out of time after the first step
+    assert cut.metrics["epochs"] == 1 and cut.metrics["stopped_early"]
+    same = gaescale.train(time_limit=1e-9, resume=True, **kw)
+    assert same.metrics["epochs"] == 1
+    resumed = gaescale.train(resume=True, **kw)
+    assert [h["epoch"] for h in resumed.metrics["history"]] == [1, 2, 3, 4, 5, 6]
+    assert resumed.metrics["history"][0] == cut.metrics["history"][0]

@@ -113,9 +113,11 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
     loop = _start(model, x, graph, train_edges, strategy or FullBatch(), dict(loss_kwargs or {}), lr=lr, seed=seed,
                   patience=patience, warmup=warmup, precision=precision, runtime=runtime or group or Local())
+    s, rt = loop.state, loop.runtime
     if resume is not None:
         _resume(loop, resume)
-    s, rt = loop.state, loop.runtime
+        if s.stopped and not loop.stopper.stop and not (time_limit and sum(s.seconds) >= time_limit):
+            s.stopped = False  # the time limit stopped it, and this run's limit is higher or none: train on
     bar = _progress(epochs, progress, initial=s.epoch)
     for epoch in range(s.epoch + 1, epochs + 1):
         if s.stopped:
