@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import gaescale
-from gaescale.training.checkpoint import list_checkpoints
 from gaescale.cli import main
+from gaescale.training.checkpoint import list_checkpoints
 
 RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
 FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report"]
@@ -47,7 +47,8 @@ def _run(t):
 
 CASES = {
     "topk: no run directory": (lambda t, tr: ["topk", str(t / "nope"), "--out", str(t / "l.tsv")],
-                               "{t}/nope: no such run directory; pass the --out directory of a finished 'gaescale train'."),
+                               "{t}/nope: no such run directory; pass the --out directory of a finished "
+                               "'gaescale train'."),
     "topk: not a run": (lambda t, tr: ["topk", str(t), "--out", str(t / "l.tsv")],
                         "{t}: not a finished gaescale run (embeddings.npy is missing); pass the --out directory of a "
                         "finished 'gaescale train'."),
@@ -55,7 +56,8 @@ CASES = {
                         "The 'k' parameter of topk must be an int >= 1. Got 0 instead."),
     "topk: k not a number": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--k", "ten", "--out", str(t / "l.tsv")],
                              "The 'k' parameter of topk must be an int >= 1. Got 'ten' instead."),
-    "topk: unknown node": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--nodes", "3", "x9", "--out", str(t / "l.tsv")],
+    "topk: unknown node": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--nodes", "3", "x9",
+                                          "--out", str(t / "l.tsv")],
                            "--nodes: node id 'x9' is not in the run ({t}/run/nodes.tsv)."),
     "topk: output suffix": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--out", str(t / "l.xlsx")],
                             "The 'out' parameter of topk must be a file name ending in one of ['.tsv', '.csv', "
@@ -79,17 +81,20 @@ CASES = {
     "report: heldout.npz missing": (lambda t, tr: ["report", _run(_setup_run(t, tr, drop="heldout.npz"))],
                                     "{t}/run: heldout.npz is missing; it is written by 'gaescale train' at the end of "
                                     "a run: train again (or resume) to create it."),
-    "resume: no checkpoint": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "run"), "--resume"] + FAST,
-                              "{t}/run/checkpoints: no checkpoint to resume from; run without --resume to start afresh."),
+    "resume: no checkpoint": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "run"),
+                                             "--resume"] + FAST,
+                              "{t}/run/checkpoints: no checkpoint to resume from; run without --resume to start "
+                              "afresh."),
     "resume: changed config": (lambda t, tr: ["train", str(_setup_run(t, tr) / "e.txt"), "--out", _run(t), "--resume",
                                               "--lr", "0.5"] + FAST,
                                "{t}/run/checkpoints/epoch-000002.pt: the checkpoint was written with a different "
                                "configuration (changed: lr 0.01 -> 0.5); resume with the same settings, or train "
                                "without --resume into another --out."),
-    "resume: other graph": (lambda t, tr: ["train", _edit(_setup_run(t, tr), "e.txt", RING + "0 15\n"), "--out", _run(t),
-                                           "--resume"] + FAST,
+    "resume: other graph": (lambda t, tr: ["train", _edit(_setup_run(t, tr), "e.txt", RING + "0 15\n"),
+                                           "--out", _run(t), "--resume"] + FAST,
                             "{t}/run/checkpoints/epoch-000002.pt: the checkpoint was trained on a different graph or "
-                            "features; resume with the same input files, or train without --resume into another --out."),
+                            "features; resume with the same input files, or train without --resume into another "
+                            "--out."),
     "resume: corrupt checkpoint": (lambda t, tr: ["train", str(_setup_run(t, tr, corrupt=True) / "e.txt"), "--out",
                                                   _run(t), "--resume"] + FAST,
                                    None),  # the message quotes torch's reason; checked by pattern below
@@ -97,7 +102,8 @@ CASES = {
                                             str(t / "out")],
                              "{t}/c.json, line 3: not valid JSON: Expecting property name enclosed in double quotes "
                              "(column 1)."),
-    "config: unknown field": (lambda t, tr: ["train", "--config", _edit(t, "c.json", '{"edges": "e.txt", "learning_rate": 1}'),
+    "config: unknown field": (lambda t, tr: ["train", "--config",
+                                             _edit(t, "c.json", '{"edges": "e.txt", "learning_rate": 1}'),
                                              "--out", str(t / "out")],
                               "{t}/c.json, field 'learning_rate': unknown config field; 'gaescale train --help' lists "
                               "the fields (as flags)."),
@@ -138,22 +144,23 @@ def test_bad_input_catalogue(tmp_path, capsys, trained, case):
     assert code == 2 and len(err) == 1, err
     if expected is None:
         assert err[0].startswith(f"gaescale: error: {tmp_path}/run/checkpoints/epoch-000002.pt: not a readable "
-                                 "gaescale checkpoint (") and err[0].endswith("delete it to resume from the one before.")
+                                 "gaescale checkpoint (") and err[0].endswith(
+            "delete it to resume from the one before.")
     else:
         assert err[0] == "gaescale: error: " + expected.format(t=tmp_path)
     assert _tree(tmp_path) == before  # no partial output, nothing touched
 
 
 API = {
-    "loss kind": (lambda: gaescale.reconstruction_loss(__import__("torch").zeros(4, 2), __import__("torch").tensor([[0], [1]]),
-                                                       4, kind="hinge"),
+    "loss kind": (lambda: gaescale.reconstruction_loss(__import__("torch").zeros(4, 2),
+                                                       __import__("torch").tensor([[0], [1]]), 4, kind="hinge"),
                   gaescale.ParameterError, "The 'kind' parameter of reconstruction_loss must be one of"),
     "train without edges": (lambda: gaescale.train(out=None, quiet=True), gaescale.ParameterError,
                             "The 'edges' parameter of train must be the path of an edge list. Got None instead."),
     "config type": (lambda: gaescale.TrainConfig(edges="e.txt", variational="yes"), gaescale.ParameterError,
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
-    "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0), gaescale.ParameterError,
-                "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
+    "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
+                gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
 }
 
 

@@ -2,10 +2,9 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import dense_adjacency, random_edges
 from gaescale.errors import GraphError
 from gaescale.graph import Graph, canonical_edges
-
-from conftest import dense_adjacency, random_edges
 
 
 def test_canonical_edges_drops_loops_duplicates_and_reverse_rows():

@@ -2,16 +2,14 @@
 import math
 import os
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import dense_adjacency, random_edges
 from gaescale.errors import ParameterError
 from gaescale.losses import KINDS, LOSS_NAMES, reconstruction_loss
 from gaescale.sparse import PairIndex
-
-from conftest import dense_adjacency, random_edges
 
 N, D = 60, 4
 
@@ -47,7 +45,8 @@ def graph():
 
 
 def _z(seed=0):
-    return (0.5 * torch.randn(N, D, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))).requires_grad_()
+    return (0.5 * torch.randn(N, D, dtype=torch.float64,
+                              generator=torch.Generator().manual_seed(seed))).requires_grad_()
 
 
 @pytest.mark.parametrize("kind,weighting,dense", [(k, w, "exact") for k, w in CASES]

@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import dense_adjacency, random_edges
 from gaescale.encoders import GCN
+from gaescale.errors import ParameterError
 from gaescale.graph import Graph
 from gaescale.losses import KINDS, reconstruction_loss
-from gaescale.errors import ParameterError
 from gaescale.models import GAE, VGAE, HadamardMLP, bias_metric, decode, split_bias, with_bias
 from gaescale.sparse import PairIndex
-
-from conftest import dense_adjacency, random_edges
 from test_losses import CASES, dense_reference
 
 N, D = 50, 3
@@ -137,7 +136,8 @@ def test_hadamard_decoder_loss_value_and_gradient_match_dense_reference(graph):
     loss = KINDS["bce"]
     pairs = PairIndex.uniform(N, m, torch.Generator().manual_seed(6)).pairs()
     p = float(N) ** 2
-    ref = dense_reference(z, a, "bce", "balanced", s=s) - loss.l0(s).sum() / p + loss.l0(s[pairs[0], pairs[1]]).sum() / m
+    ref = (dense_reference(z, a, "bce", "balanced", s=s) - loss.l0(s).sum() / p
+           + loss.l0(s[pairs[0], pairs[1]]).sum() / m)
     got = ours(z)
     assert torch.allclose(got, ref, rtol=1e-10)
     params = (z, *mlp.parameters())

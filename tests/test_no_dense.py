@@ -5,8 +5,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import gaescale
-from gaescale.losses import KINDS, dense_term
 from gaescale.data.synthetic import community_graph
+from gaescale.losses import KINDS, dense_term
 
 N = 3000
 

@@ -1,10 +1,9 @@
 import numpy as np
 import torch
 
+from conftest import random_edges
 from gaescale.graph import Graph
 from gaescale.sparse import PairIndex, SparseOperator, spmm
-
-from conftest import random_edges
 
 
 def test_spmm_gradcheck_float64_symmetric():

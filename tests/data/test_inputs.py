@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from gaescale.config import TrainConfig
-from gaescale.errors import InputFileError
 from gaescale.data.inputs import read_inputs
 from gaescale.data.prepare import origin, prepare
 from gaescale.data.synthetic import community_graph
+from gaescale.errors import InputFileError
 
 
 @pytest.fixture

@@ -9,19 +9,18 @@ import pytest
 import torch
 
 import gaescale
+from conftest import random_edges
 from gaescale.cli import main
+from gaescale.data.prepare import open_prepared, prepare
+from gaescale.data.readers import read_edges
+from gaescale.data.split import hashed_is_train, hashed_rows, split_hashed
+from gaescale.data.synthetic import community_graph
 from gaescale.errors import InputFileError, OutputError, ParameterError
 from gaescale.graph import Graph
-from gaescale.data.readers import read_edges
-from gaescale.data.prepare import open_prepared, prepare
 from gaescale.run.rundir import Run
-from gaescale.data.split import hashed_is_train, hashed_rows, split_hashed
-from gaescale.training.strategies import ClusterGCN, NeighborLinks
 from gaescale.training.samplers import metis_parts
-from gaescale.data.synthetic import community_graph
+from gaescale.training.strategies import ClusterGCN, NeighborLinks
 from gaescale.training.trainer import fit
-
-from conftest import random_edges
 
 
 def _messy_edges(n=400, e=3000, seed=0):
@@ -110,7 +109,8 @@ def test_prepare_refuses_fractional_float_indices_like_train(tmp_path):
     a = np.arange(2000, dtype=np.float64).reshape(1000, 2)
     a[700, 1] = 3.5
     np.save(tmp_path / "e.npy", a)
-    for read in (lambda: prepare(tmp_path / "e.npy", tmp_path / "g", chunk=100), lambda: read_edges(tmp_path / "e.npy")):
+    for read in (lambda: prepare(tmp_path / "e.npy", tmp_path / "g", chunk=100),
+                 lambda: read_edges(tmp_path / "e.npy")):
         with pytest.raises(InputFileError, match=r"e\.npy: node indices must be whole numbers"):
             read()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npy"]
@@ -119,7 +119,8 @@ def test_prepare_refuses_fractional_float_indices_like_train(tmp_path):
 def test_prepare_errors_leave_nothing_behind(tmp_path):
     f = tmp_path / "e.csv"
     f.write_text("".join(f"{i},{i + 1}\n" for i in range(1000)) + "7,oops\n")
-    with pytest.raises(InputFileError, match=r"e\.csv, line 1001, field 'target': expected an integer node id\. Got 'oops'"):
+    with pytest.raises(InputFileError,
+                       match=r"e\.csv, line 1001, field 'target': expected an integer node id\. Got 'oops'"):
         prepare(f, tmp_path / "g", chunk=100)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.csv"]
     (tmp_path / "g").mkdir()
@@ -191,7 +192,8 @@ def test_memory_mapped_graph_trains_exactly_like_the_in_memory_one(tmp_path, str
         strat = (NeighborLinks([5, 5], 2048) if strategy == "neighbor"
                  else ClusterGCN(metis_parts(train_graph, 8), 2))
         result = fit(model, x, train_graph, None, val=(split.val_pos, split.val_neg), epochs=4, seed=2,
-                     progress=False, strategy=strat, embed=lambda: model.embed(x, train_graph, block=500))
+                     progress=False, strategy=strat,
+                     embed=lambda model=model, train_graph=train_graph: model.embed(x, train_graph, block=500))
         runs.append(([h["loss"] for h in result.history], [h["val_auc"] for h in result.history],
                      model.embed(x, train_graph, block=700)))
     assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
@@ -212,7 +214,8 @@ def test_train_from_a_prepared_directory_end_to_end(tmp_path, capsys):
     ids = run.node_ids.tolist()
     assert ids == sorted(f"u{i}" for i in np.unique(data.edge_index)) and run.embeddings.shape == (n, 8)
     assert run.graph().num_edges == 15000  # the run refers to the prepared graph instead of copying it
-    assert main(["topk", str(tmp_path / "run"), "--k", "2", "--exclude-existing", "--out", str(tmp_path / "t.tsv")]) == 0
+    assert main(["topk", str(tmp_path / "run"), "--k", "2", "--exclude-existing",
+                 "--out", str(tmp_path / "t.tsv")]) == 0
     capsys.readouterr()
     assert main(["train", str(tmp_path), "--out", str(tmp_path / "run2"), "--quiet"]) == 2
     assert "is a directory but not a prepared graph (no graph.json)" in capsys.readouterr().err

@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gaescale.errors import InputFileError
 from gaescale.data.features import attach_features
 from gaescale.data.readers import read_edges
+from gaescale.errors import InputFileError
 
 
 def _edges_as_id_pairs(el):

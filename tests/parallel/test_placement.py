@@ -2,14 +2,13 @@
 functions give, nothing sharded."""
 import numpy as np
 
+from conftest import random_edges
 from gaescale.config import TrainConfig
 from gaescale.data.prepare import open_prepared, prepare
 from gaescale.data.split import split_edges, split_hashed
 from gaescale.graph import Graph
 from gaescale.parallel.placement import place
 from gaescale.parallel.runtime import Local
-
-from conftest import random_edges
 
 
 def _logged():

@@ -7,15 +7,14 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from gaescale.parallel.runtime import Dist
-from gaescale.graph import Graph
-from gaescale.training.samplers import neighbor_subgraph, sample_edges
-from gaescale.encoders import GCN, SAGE
-from gaescale.models import GAE, VGAE
-from gaescale.parallel.shards import embed_sharded, node_bounds, partition
-from gaescale.data.split import hashed_rows, split_edges, split_hashed
-
 from conftest import free_port, random_edges
+from gaescale.data.split import hashed_rows, split_edges, split_hashed
+from gaescale.encoders import GCN, SAGE
+from gaescale.graph import Graph
+from gaescale.models import GAE, VGAE
+from gaescale.parallel.runtime import Dist
+from gaescale.parallel.shards import embed_sharded, node_bounds, partition
+from gaescale.training.samplers import neighbor_subgraph, sample_edges
 
 N = 400
 

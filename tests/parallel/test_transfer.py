@@ -6,11 +6,10 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from conftest import free_port
+from gaescale.errors import DistributedError
 from gaescale.parallel import transfer
 from gaescale.parallel.runtime import Torchrun
-from gaescale.errors import DistributedError
-
-from conftest import free_port
 
 
 def _arrays(rank: int, port: int) -> None:

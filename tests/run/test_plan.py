@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 import gaescale
+from conftest import random_edges
 from gaescale.cli import main
+from gaescale.data.synthetic import community_graph
 from gaescale.graph import Graph
 from gaescale.run.plan import AUTO_ORDER, _graph, _operator, choose, plan
-from gaescale.data.synthetic import community_graph
-
-from conftest import random_edges
 
 
 def _nbytes(*arrays):
@@ -96,7 +95,8 @@ def test_a_prepared_graph_is_planned_without_its_file_backed_arrays(tmp_path, ca
     data = community_graph(3000, 15000, seed=1)
     np.save(tmp_path / "e.npy", data.edge_index)
     np.save(tmp_path / "x.npy", data.x)
-    assert main(["prepare", str(tmp_path / "e.npy"), "--features", str(tmp_path / "x.npy"), "--out", str(tmp_path / "g")]) == 0
+    assert main(["prepare", str(tmp_path / "e.npy"), "--features", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "g")]) == 0
     capsys.readouterr()
     assert main(["plan", str(tmp_path / "g"), "--hidden", "16,16", "--dim", "8"]) == 0
     assert "3,000 nodes, 15,000 edges, 8 features" in capsys.readouterr().out
@@ -108,4 +108,5 @@ def test_the_budget_is_shared_by_the_processes_of_a_host():
     config = TrainConfig(strategy="auto")
     one, two = budget_bytes(config, environ={}), budget_bytes(config, environ={"LOCAL_WORLD_SIZE": "2"})
     assert abs(two - one / 2) < 0.05 * available_memory()  # MemAvailable moves a little between the reads
-    assert budget_bytes(TrainConfig(strategy="auto", memory_budget=1.5), environ={"LOCAL_WORLD_SIZE": "4"}) == 1.5 * 2**30
+    assert budget_bytes(TrainConfig(strategy="auto", memory_budget=1.5),
+                        environ={"LOCAL_WORLD_SIZE": "4"}) == 1.5 * 2**30

@@ -88,7 +88,8 @@ def test_topk_cli_keyed_by_ids_and_matches_brute_force(run, tmp_path):
         graph = Graph(g["indptr"], g["indices"], len(ids))
     rv, ri = _brute(z, 5, graph, bias=bias)
     assert len(t) == 120 * 5 and list(t.columns) == ["node", "rank", "candidate", "score", "probability"]
-    assert (t["node"].to_numpy() == np.repeat(ids, 5)).all() and (t["rank"].to_numpy() == np.tile(np.arange(1, 6), 120)).all()
+    assert (t["node"].to_numpy() == np.repeat(ids, 5)).all() and (
+        t["rank"].to_numpy() == np.tile(np.arange(1, 6), 120)).all()
     np.testing.assert_allclose(t["score"].to_numpy(), rv.ravel(), rtol=1e-5, atol=1e-6)
     assert (t["candidate"].to_numpy() == ids[ri.ravel()]).mean() > 0.99
     np.testing.assert_allclose(t["probability"], 1 / (1 + np.exp(-t["score"])), rtol=1e-6)
@@ -97,7 +98,8 @@ def test_topk_cli_keyed_by_ids_and_matches_brute_force(run, tmp_path):
 def test_topk_of_chosen_nodes_and_tsv(run, tmp_path):
     table = topk_links(run, 3, nodes=["n007", "n042"], out=tmp_path / "t.tsv")
     back = pd.read_csv(tmp_path / "t.tsv", sep="\t", dtype={"node": str, "candidate": str})
-    assert back["node"].tolist() == ["n007"] * 3 + ["n042"] * 3 and list(table["candidate"]) == back["candidate"].tolist()
+    assert back["node"].tolist() == ["n007"] * 3 + ["n042"] * 3 and (
+        list(table["candidate"]) == back["candidate"].tolist())
 
 
 def test_score_from_file_and_stdin(run, tmp_path):

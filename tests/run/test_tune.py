@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 import gaescale
+import gaescale.run.pipeline
 import gaescale.training.evaluate
 import gaescale.training.heldout
-import gaescale.run.pipeline
 from gaescale.config import TrainConfig
+from gaescale.data.split import split_edges
 from gaescale.errors import ParameterError, RunDirError
 from gaescale.graph import Graph
-from gaescale.data.split import split_edges
 from gaescale.run.tune import SEARCH_SPACE, tune
 
 OPTS = dict(epochs=12, eval_every=2, warmup=4, patience=3)
@@ -118,6 +118,7 @@ def test_cli_tune_writes_best_json(edges, tmp_path):
 
 def test_hadamard_is_searched_only_with_the_sampled_dense_term():
     import optuna
+
     from gaescale.run.tune import suggest
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     exact = {suggest(study.ask(), {"dense": "exact"})["decoder"] for _ in range(40)}

@@ -3,10 +3,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from conftest import brute_force_ranks, dense_adjacency, random_edges
 from gaescale.graph import Graph
 from gaescale.training.heuristics import heuristic_metrics, heuristic_ranking, heuristic_scores
-
-from conftest import brute_force_ranks, dense_adjacency, random_edges
 
 
 def _dense_scores(a: np.ndarray) -> dict[str, np.ndarray]:
@@ -32,7 +31,8 @@ def test_heuristic_scores_match_dense_products():
 
 
 def test_heuristic_scores_by_hand():
-    # path 0-1-2 and a triangle 2-3-4: pair (0, 2) shares node 1 (degree 2), pair (3, 4) shares node 2 (neighbours 1, 3, 4)
+    # path 0-1-2 and a triangle 2-3-4: pair (0, 2) shares node 1 (degree 2),
+    # pair (3, 4) shares node 2 (neighbours 1, 3, 4)
     g = Graph.from_edge_index(np.array([[0, 1, 2, 2, 3], [1, 2, 3, 4, 4]]), 5)
     got = heuristic_scores(g, np.array([[0, 3, 0], [2, 4, 4]]))
     np.testing.assert_allclose(got["common_neighbours"], [1, 1, 0])

@@ -1,16 +1,23 @@
-"""Neighbour sampling, Cluster-GCN and FastGAE building blocks against brute-force references and hand-checked weights."""
+"""Neighbour sampling, Cluster-GCN and FastGAE building blocks against brute-force references and hand-checked
+weights."""
 import numpy as np
 import pytest
 import torch
 
 import gaescale
+from conftest import random_edges
+from gaescale.data.synthetic import community_graph
 from gaescale.graph import Graph
 from gaescale.losses import minibatch_loss, reconstruction_loss
-from gaescale.training.samplers import (cluster_batches, degree_sampled_nodes, induced_subgraph, metis_parts, neighbor_subgraph,
-                               sample_edges, sample_neighbors)
-from gaescale.data.synthetic import community_graph
-
-from conftest import random_edges
+from gaescale.training.samplers import (
+    cluster_batches,
+    degree_sampled_nodes,
+    induced_subgraph,
+    metis_parts,
+    neighbor_subgraph,
+    sample_edges,
+    sample_neighbors,
+)
 
 
 def test_induced_subgraph_matches_dense_restriction():
@@ -59,7 +66,7 @@ def test_cluster_ranks_train_on_disjoint_partitions_each_reading_only_its_own_no
         steps = []
 
         class Recorder:  # what the strategy hands the model: the batch's graph and its features
-            def __call__(self, x_batch, sub):
+            def __call__(self, x_batch, sub, steps=steps):
                 assert (x_batch[:, 0].numpy() == sub.node_ids).all()  # features of the right nodes
                 dense = g.adjacency()[sub.node_ids][:, sub.node_ids].toarray()
                 assert (sub.adjacency().toarray() == dense).all()  # in the graph's own indices
