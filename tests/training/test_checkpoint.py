@@ -7,16 +7,16 @@ import re
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 
 import numpy as np
 import pytest
 import torch
 
 import gaescale
-from gaescale.training.checkpoint import Checkpointer, list_checkpoints, rng_state, set_rng_state
-from gaescale.errors import CheckpointError, NonFiniteLossError
 from gaescale.data.synthetic import community_graph
+from gaescale.errors import CheckpointError, NonFiniteLossError
+from gaescale.training.checkpoint import Checkpointer, list_checkpoints, rng_state, set_rng_state
 
 KW = dict(hidden="16", dim=8, quiet=True, threads=1, report=False)
 
@@ -26,45 +26,71 @@ def _cli(graph, out, *extra):
             "--threads", "1", "--no-report", "--eval-every", "2", *extra]
 
 
+# `python -m gaescale` that SIGKILLs itself right after its optimizer's step number KILL_AFTER_STEP: the kill
+# lands at a point the test chooses (mid-epoch, between checkpoints), not wherever a poll catches the run.
+KILLED = """
+import os, runpy, signal, sys
+from torch.optim.optimizer import register_optimizer_step_post_hook
+steps = 0
+def kill(optimizer, args, kwargs):
+    global steps
+    steps += 1
+    if steps == int(os.environ["KILL_AFTER_STEP"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+register_optimizer_step_post_hook(kill)
+sys.argv[0] = "gaescale"
+runpy.run_module("gaescale", run_name="__main__", alter_sys=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def graph_file(tmp_path_factory):
-    d = community_graph(20000, 100000, seed=0)
+    d = community_graph(3000, 15000, seed=0)
     p = tmp_path_factory.mktemp("g") / "graph.npz"
     np.savez(p, edge_index=d.edge_index, x=d.x)
     return p
 
 
 def test_sigkill_then_resume_gives_identical_embeddings(tmp_path, graph_file):
-    epochs, every = 40, 3
-    ref = subprocess.run(_cli(graph_file, tmp_path / "ref", "--epochs", str(epochs), "--quiet"),
-                         capture_output=True, text=True)
-    assert ref.returncode == 0, ref.stderr
-    target = random.Random().randint(every, epochs // 2)  # a random epoch, at least one checkpoint in
+    epochs, every, killed_at = 14, 3, 8  # killed two epochs after the checkpoint of epoch 6
+    cmd = _cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every", str(every), "--quiet")
+    runs = {"ref": _cli(graph_file, tmp_path / "ref", "--epochs", str(epochs), "--quiet"),  # the two at once
+            "killed": [sys.executable, "-c", KILLED, *cmd[3:]]}
+    env = {**os.environ, "KILL_AFTER_STEP": str(killed_at)}
+    with tempfile.TemporaryDirectory() as logs:
+        files = {k: open(os.path.join(logs, k), "w+") for k in runs}
+        procs = {k: subprocess.Popen(c, stderr=files[k], env=env) for k, c in runs.items()}
+        try:
+            codes = {k: p.wait(timeout=300) for k, p in procs.items()}
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        errs = {}
+        for k, f in files.items():
+            f.seek(0)
+            errs[k] = f.read()
+            f.close()
+    assert codes["ref"] == 0, errs["ref"]
+    ma = json.loads((tmp_path / "ref" / "metrics.json").read_text())
+    assert all(h["steps"] == 1 for h in ma["history"])  # full batch: step k ends epoch k
+    assert codes["killed"] == -signal.SIGKILL, errs["killed"]
     ckdir = tmp_path / "run" / "checkpoints"
-    proc = subprocess.Popen(_cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every",
-                                 str(every), "--quiet"), stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not any(e >= target for e, _ in list_checkpoints(ckdir)):
-        assert proc.poll() is None, f"finished before the kill: {proc.stderr.read()}"
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    last = list_checkpoints(ckdir)[-1][0]
-    assert last < epochs and not (tmp_path / "run" / "embeddings.npy").exists()
+    assert [e for e, _ in list_checkpoints(ckdir)] == [3, 6]
+    assert not (tmp_path / "run" / "embeddings.npy").exists()
 
     res = subprocess.run(_cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every",
                               str(every), "--resume"), capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     resumed_from = int(re.search(r"resuming from .*epoch-(\d+)\.pt \(epoch (\d+)", res.stderr).group(2))
-    assert resumed_from == last >= target  # at most one checkpoint interval of work is repeated
+    assert resumed_from == 6  # the last checkpoint: epochs 7 and 8 are done again
     a, b = np.load(tmp_path / "ref" / "embeddings.npy"), np.load(tmp_path / "run" / "embeddings.npy")
     assert np.array_equal(a, b)  # bit for bit
-    ma, mb = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("ref", "run"))
+    mb = json.loads((tmp_path / "run" / "metrics.json").read_text())
     strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
     assert strip(ma["history"]) == strip(mb["history"]) and ma["test_auc"] == mb["test_auc"]
-    assert [e for e, _ in list_checkpoints(ckdir)] == [39, 40]  # the last two are kept
+    assert [e for e, _ in list_checkpoints(ckdir)] == [12, 14]  # the last two are kept
 
 
 @pytest.fixture(scope="module")
