@@ -16,11 +16,22 @@ def shared_data():
     return SHARED
 
 
+_RESERVED: list[socket.socket] = []
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, for a process group's rendezvous."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 for a process group's rendezvous, reserved until the test session ends.
+
+    This process keeps a socket bound to the port (with SO_REUSEADDR, never listening): the kernel then
+    gives the port to no other bind to port 0 and to no outgoing connection, while the store that torchrun
+    or ``init_process_group`` starts there (which binds with SO_REUSEADDR too) can still listen on it. A
+    port released before the launch, as a plain bind-and-close leaves it, could be taken in between by
+    another process (another test run's ranks, their gloo connections)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _RESERVED.append(s)
+    return s.getsockname()[1]
 
 
 def random_edges(n: int, e: int, seed: int = 0) -> np.ndarray:
