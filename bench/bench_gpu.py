@@ -14,7 +14,7 @@
 4. Data parallel on the GPU: 2 processes sharing it (gloo, which carries CUDA tensors: NCCL refuses two
    ranks on one device, so NCCL itself needs 2 GPUs), full batch with the exact term's kernel sharded,
    and neighbour sampling on the sharded graph with sharded evaluation; against the same 2 processes on
-   the CPU.
+   the CPU, and full batch against one process (the same global batch: the same losses and test AUC).
 5. The core job on the GPU: the 3-layer GCN 8 -> 16 -> 16 -> 8 on 770,000 nodes, full batch, s/epoch.
 6. The GPU tests of the suite (tests/test_devices.py, tests/test_kernels.py).
 """
@@ -181,10 +181,16 @@ PARALLEL = [dict(strategy="full", loss="weighted-bce", dense="exact"),
             dict(strategy="neighbor", batch_size=4096, fanouts="10,10")]
 
 
+RUN = dict(hidden="16", dim=8, quiet=True, seed=0, report=False, threads=1)  # the data-parallel runs' settings
+
+
 def data_parallel(device: str, size: tuple[int, int], epochs: int) -> bool:
     """2 processes (gloo) on the CPU and on ``device`` (both on the one GPU), each case: s/epoch and the
-    largest relative difference of the losses; the test AUCs."""
+    largest relative difference of the losses; the test AUCs. Full batch steps on one global batch: one
+    process on ``device`` must give the 2 processes' losses and test AUC (to rounding)."""
     import torch.multiprocessing as mp
+
+    import gaescale
     print(f"{'2 processes':58s} {'cpu s/ep':>9s} {'dev s/ep':>9s} {'ratio':>6s} {'loss diff':>9s}  test AUC cpu / dev")
     ok = True
     with tempfile.TemporaryDirectory(prefix="gaescale-gpu-ddp-") as tmp:
@@ -202,6 +208,16 @@ def data_parallel(device: str, size: tuple[int, int], epochs: int) -> bool:
                 continue
             ok &= _compare(name, runs["cpu"], runs[device], 1e-2)
             print(f"{'':58s} test AUC {runs['cpu']['test_auc']:.4f} / {runs[device]['test_auc']:.4f}")
+            if case["strategy"] == "full":
+                one = gaescale.train(data=_graph(size), device=device, epochs=epochs, eval_every=epochs, **RUN,
+                                     **case).metrics
+                two = runs[device]
+                a, b = (np.array([h["loss"] for h in m["history"]]) for m in (one, two))
+                diff = float(np.max(np.abs(a - b) / np.abs(a)))
+                same = diff < 1e-3 and abs(one["test_auc"] - two["test_auc"]) < 1e-3
+                print(f"{'one process, the same global batch':58s} loss diff {diff:.1e}  "
+                      f"test AUC {one['test_auc']:.4f} / 2 processes {two['test_auc']:.4f}{'' if same else '  FAIL'}")
+                ok &= same
     return ok
 
 
@@ -214,18 +230,26 @@ def _rank(rank: int, port: int, device: str, case: dict, size: tuple[int, int], 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=300))
     try:
-        r = gaescale.train(data=_graph(size), group=Dist(rank, 2, "gloo"), device=device, hidden="16", dim=8,
-                           epochs=epochs, eval_every=epochs, quiet=True, seed=0, report=False, threads=1, **case)
+        r = gaescale.train(data=_graph(size), group=Dist(rank, 2, "gloo"), device=device, epochs=epochs,
+                           eval_every=epochs, **RUN, **case)
         if rank == 0:
             Path(out).write_text(json.dumps({k: r.metrics[k] for k in ("history", "seconds_per_epoch", "test_auc")}))
     finally:
         dist.destroy_process_group()
 
 
+_RESERVED: list[socket.socket] = []
+
+
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 for the ranks' rendezvous, reserved while this script runs: a socket stays bound
+    to it (SO_REUSEADDR, not listening), so no other process is given it before rank 0's store listens
+    there (binding with SO_REUSEADDR too). A port released before the launch could be taken in between."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _RESERVED.append(s)
+    return s.getsockname()[1]
 
 
 def core_job(device: str, size: tuple[int, int], epochs: int) -> None:

@@ -24,4 +24,10 @@ def test_the_gpu_script_runs_every_section_on_the_cpu():
     assert "time N=2,000" in out and "core job 3,000 nodes" in out
     assert "strategy=neighbor precision=fp16" in out  # the last training path
     assert "strategy=neighbor batch_size=4096" in out  # the last data-parallel case
-    assert len(re.findall(r"^ +test AUC 0\.\d+ / 0\.\d+$", out, re.M)) == 2
+    aucs = [float(a) for pair in re.findall(r"^ +test AUC (0\.\d+) / (0\.\d+)$", out, re.M) for a in pair]
+    assert len(aucs) == 4 and min(aucs) > 0.6, out  # an evaluation of the ranks' embeddings, not of noise (0.5)
+    # full batch: one process steps on the 2 processes' global batch, and gives their losses and test AUC
+    one = re.search(r"^one process, the same global batch +loss diff (\S+) +test AUC (0\.\d+) / 2 processes (0\.\d+)$",
+                    out, re.M)
+    assert one, out
+    assert float(one[1]) < 1e-4 and abs(float(one[2]) - float(one[3])) < 1e-3, one[0]
