@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("triton", reason="triton is not installed (pip install -e '.[test]' brings it)")
 
+pytestmark = pytest.mark.slow  # 20 s: every section, 2-process data parallel included
+
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "bench_gpu.py"
 
 

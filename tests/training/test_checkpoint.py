@@ -51,6 +51,7 @@ def graph_file(tmp_path_factory):
     return p
 
 
+@pytest.mark.slow  # three runs of `python -m gaescale`
 def test_sigkill_then_resume_gives_identical_embeddings(tmp_path, graph_file):
     epochs, every, killed_at = 14, 3, 8  # killed two epochs after the checkpoint of epoch 6
     cmd = _cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every", str(every), "--quiet")
