@@ -89,7 +89,8 @@ def test_output_dir_that_is_a_file(tmp_path, capsys):
     f.write_text("keep me")
     code = main(["train", _write(tmp_path, "e.txt", RING), "--out", str(f), "--quiet"])
     assert code == 2
-    assert capsys.readouterr().err.strip() == f"gaescale: error: {f}: the output directory is an existing file; choose another --out."
+    assert capsys.readouterr().err.strip() == (f"gaescale: error: {f}: the output directory is an existing file; "
+                                               "choose another --out.")
     assert f.read_text() == "keep me"
 
 
@@ -126,8 +127,8 @@ def test_train_string_ids_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "test AUC" in r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.json", "embeddings.npy", "graph.npz",
-                                                    "heldout.npz", "metrics.json", "model.pt", "node_bias.npy", "nodes.tsv",
-                                                    "report"]
+                                                    "heldout.npz", "metrics.json", "model.pt", "node_bias.npy",
+                                                    "nodes.tsv", "report"]
     assert (out / "report" / "report.html").is_file() and (out / "checkpoints" / "epoch-000005.pt").is_file()
     ids = (out / "nodes.tsv").read_text().splitlines()
     emb = np.load(out / "embeddings.npy")

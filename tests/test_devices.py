@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import gaescale
-from gaescale.devices import resolve_device
 from gaescale.data.synthetic import community_graph
+from gaescale.devices import resolve_device
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

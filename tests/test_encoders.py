@@ -2,12 +2,11 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import dense_adjacency, random_edges
 from gaescale.encoders import GCN, SAGE, linear_encoder
 from gaescale.errors import ParameterError
 from gaescale.graph import Graph
 from gaescale.models import GAE, VGAE
-
-from conftest import dense_adjacency, random_edges
 
 N = 30
 

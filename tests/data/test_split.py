@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
 
+from conftest import random_edges
+from gaescale.data.split import split_edges
 from gaescale.errors import ParameterError
 from gaescale.graph import Graph
-from gaescale.data.split import split_edges
-
-from conftest import random_edges
 
 
 def _set(pairs):

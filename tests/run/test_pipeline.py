@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import gaescale
-from gaescale.outputs import atomic_write
 from gaescale.data.synthetic import community_graph
+from gaescale.outputs import atomic_write
 
 
 def test_community_graph_is_deterministic_with_exact_edge_count():
@@ -79,8 +79,8 @@ def test_non_finite_loss_stops_with_a_named_error():
 
 
 def test_every_run_scores_the_heuristics_on_its_own_test_split():
-    from gaescale.training.heuristics import heuristic_metrics
     from gaescale.data.split import split_edges
+    from gaescale.training.heuristics import heuristic_metrics
 
     data = community_graph(1500, 6000, seed=4)
     lines = []

@@ -5,9 +5,9 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from conftest import brute_force_ranks, dense_adjacency, random_edges
-from gaescale.training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from gaescale.graph import Graph
 from gaescale.models import bias_metric, with_bias
+from gaescale.training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 
 
 def test_hits_at_k_by_hand():

@@ -5,13 +5,12 @@ import scipy.sparse as sp
 import torch
 
 import gaescale
+from conftest import random_edges
+from gaescale.data.synthetic import community_graph
 from gaescale.errors import ParameterError
 from gaescale.graph import Graph
 from gaescale.sparse import SparseOperator, spmm
-from gaescale.data.synthetic import community_graph
 from gaescale.training.trainer import fit
-
-from conftest import random_edges
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -60,7 +59,8 @@ def test_mixed_precision_runs_the_encoder_in_half_and_learns_like_fp32(precision
                                     "cluster": {"cluster_parts": 8, "clusters_per_batch": 2}}.get(strategy, {}))
     seen = set()
     handle = torch.nn.modules.module.register_module_forward_hook(
-        lambda module, args, out: seen.add(out.dtype) if isinstance(module, torch.nn.Linear) and module.training else None)
+        lambda module, args, out: (seen.add(out.dtype)
+                                   if isinstance(module, torch.nn.Linear) and module.training else None))
     try:
         half = gaescale.train(precision=precision, **kw)
     finally:
@@ -85,7 +85,8 @@ def test_fp16_resumes_bit_for_bit_with_the_scaler_state(tmp_path):
 def test_unknown_precision_is_refused():
     g = Graph.from_edge_index(random_edges(20, 40), 20)
     model = gaescale.GAE(gaescale.GCN(None, [4], num_nodes=20))
-    with pytest.raises(ParameterError, match=r"The 'precision' parameter of fit must be one of \['fp32', 'bf16', 'fp16'\]"):
+    with pytest.raises(ParameterError,
+                       match=r"The 'precision' parameter of fit must be one of \['fp32', 'bf16', 'fp16'\]"):
         fit(model, None, g, torch.from_numpy(g.edge_index()), epochs=1, progress=False, precision="fp8")
     with pytest.raises(ParameterError, match=r"The 'precision' parameter of train must be one of"):
         gaescale.TrainConfig(precision="half")
