@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import socket
@@ -239,6 +240,7 @@ def _rank(rank: int, port: int, device: str, case: dict, size: tuple[int, int], 
 
 
 _RESERVED: list[socket.socket] = []
+atexit.register(lambda: [s.close() for s in _RESERVED])
 
 
 def _port() -> int:

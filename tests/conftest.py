@@ -1,3 +1,4 @@
+import atexit
 import socket
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ def shared_data():
 
 
 _RESERVED: list[socket.socket] = []
+atexit.register(lambda: [s.close() for s in _RESERVED])
 
 
 # Tests marked slow by name (pyproject.toml's [tool.pytest.ini_options] registers the marker; the test files
