@@ -195,18 +195,23 @@ def data_parallel(device: str, size: tuple[int, int], epochs: int) -> bool:
     print(f"{'2 processes':58s} {'cpu s/ep':>9s} {'dev s/ep':>9s} {'ratio':>6s} {'loss diff':>9s}  test AUC cpu / dev")
     ok = True
     with tempfile.TemporaryDirectory(prefix="gaescale-gpu-ddp-") as tmp:
+        outs = {where: [Path(tmp) / f"{i}-{where}.json" for i in range(len(PARALLEL))]
+                for where in dict.fromkeys(("cpu", device))}  # one device in the smoke run
+        errors = {}
+        for where, files in outs.items():  # one group of 2 processes runs every case, in turn
+            try:
+                mp.spawn(_rank, args=(_port(), where, PARALLEL, size, epochs, [str(f) for f in files]), nprocs=2,
+                         join=True)
+            except Exception as exc:
+                errors[where] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
         for i, case in enumerate(PARALLEL):
             name = " ".join(f"{k}={v}" for k, v in case.items())
-            runs = {}
-            try:
-                for where in dict.fromkeys(("cpu", device)):  # once in the smoke run
-                    out = Path(tmp) / f"{i}-{where}.json"
-                    mp.spawn(_rank, args=(_port(), where, case, size, epochs, str(out)), nprocs=2, join=True)
-                    runs[where] = json.loads(out.read_text())
-            except Exception as exc:
-                print(f"{name:58s} FAILED: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}")
+            missing = [where for where, files in outs.items() if not files[i].exists()]
+            if missing:  # this case, or one before it, failed there
+                print(f"{name:58s} FAILED on {', '.join(missing)}: {errors.get(missing[0], 'no output')}")
                 ok = False
                 continue
+            runs = {where: json.loads(files[i].read_text()) for where, files in outs.items()}
             ok &= _compare(name, runs["cpu"], runs[device], 1e-2)
             print(f"{'':58s} test AUC {runs['cpu']['test_auc']:.4f} / {runs[device]['test_auc']:.4f}")
             if case["strategy"] == "full":
@@ -222,8 +227,10 @@ def data_parallel(device: str, size: tuple[int, int], epochs: int) -> bool:
     return ok
 
 
-def _rank(rank: int, port: int, device: str, case: dict, size: tuple[int, int], epochs: int, out: str) -> None:
-    """One of 2 processes: joins a gloo group on 127.0.0.1 and trains; rank 0 writes its metrics to ``out``."""
+def _rank(rank: int, port: int, device: str, cases: list[dict], size: tuple[int, int], epochs: int,
+          outs: list[str]) -> None:
+    """One of 2 processes: joins a gloo group on 127.0.0.1 and trains each case in turn; rank 0 writes the
+    metrics of each to its path in ``outs``."""
     import torch.distributed as dist
 
     import gaescale
@@ -231,10 +238,12 @@ def _rank(rank: int, port: int, device: str, case: dict, size: tuple[int, int], 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=300))
     try:
-        r = gaescale.train(data=_graph(size), group=Dist(rank, 2, "gloo"), device=device, epochs=epochs,
-                           eval_every=epochs, **RUN, **case)
-        if rank == 0:
-            Path(out).write_text(json.dumps({k: r.metrics[k] for k in ("history", "seconds_per_epoch", "test_auc")}))
+        for case, out in zip(cases, outs):
+            r = gaescale.train(data=_graph(size), group=Dist(rank, 2, "gloo"), device=device, epochs=epochs,
+                               eval_every=epochs, **RUN, **case)
+            if rank == 0:
+                Path(out).write_text(json.dumps({k: r.metrics[k] for k in ("history", "seconds_per_epoch",
+                                                                            "test_auc")}))
     finally:
         dist.destroy_process_group()
 
