@@ -164,6 +164,15 @@ class Run:
     def config(self) -> dict:
         return json.loads(self._file("config.json").read_text())
 
+    def embed(self, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
+              block: int | None = 1 << 16, log=None):
+        """Embeddings of every node of the edge list ``edges`` (old and new ids) with this run's trained encoder,
+        without retraining: an :class:`gaescale.run.embed.Embedded` (``node_ids``, ``embeddings: (N, d)``,
+        ``node_bias``, ``known``), written to ``out`` (.npy, .tsv, .csv, .parquet) if given. See
+        :func:`gaescale.run.embed.embed`."""
+        from .embed import embed
+        return embed(self, edges, features, out=out, ids=ids, header=header, block=block, log=log)
+
 
 def embeddings_and_bias(model, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
     """``(embeddings: (N, d), node_bias: (N,) or None)`` float32 of the model's output ``z`` (:func:`split_bias`)."""

@@ -1,0 +1,200 @@
+"""``gaescale embed``: embeddings of every node of a (new) graph with a finished run's trained encoder, without
+retraining, keyed by the graph's ids (old and new alike).
+
+The encoder is rebuilt from ``RUN/model.pt`` and run in evaluation mode on the given graph, layer by layer over
+row blocks of its CSR (:meth:`gaescale.encoders.GCN.layerwise`), so the graph may be as large as training's. Only
+an inductive encoder can do this: one with node features (GCN, SAGE, linear). A featureless run's first layer is a
+learnt table with one row per training node, which has no row for a node it never saw: it is refused.
+
+Output (``out``, by suffix, each file written atomically)::
+
+    FILE.npy        (N, d) float32, row i = line i + 1 of FILE.nodes.tsv (the ids, one per line); with the bias
+                    decoder also FILE.bias.npy (N,) float32
+    FILE.tsv/.csv   a header line, then one row per node: id, z0 ... z{d-1} [, bias]
+    FILE.parquet    columns id, z0 ... z{d-1} [, bias]
+
+With ``--decoder bias`` a node the run knew (same id, compared as text) keeps its learnt bias ``b_i``; a new node
+gets the mean of the learnt biases (the bias of a typical node: the table is learnt per training node, and a new
+node has no entry). The embeddings ``z`` never include the bias (as embeddings.npy).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import TrainConfig
+from ..errors import InputFileError, OutputError, ParameterError, RunDirError
+from ..graph import Graph
+from ..outputs import write_ids, write_npy
+from .rundir import Run
+
+OUT_SUFFIXES = (".npy", ".tsv", ".csv", ".parquet")
+BLOCK = 1 << 16  # rows of the operator per block of layer-wise inference (as the pipeline's)
+
+
+@dataclass
+class Embedded:
+    """What :func:`embed` computed: ``node_ids: (N,)`` the graph's ids (int64 or str objects), ``embeddings:
+    (N, d)`` float32 (row i = node_ids[i]), ``node_bias: (N,)`` float32 with the bias decoder (else None) and
+    ``known: (N,)`` bool, whether the run knew the id."""
+
+    node_ids: np.ndarray
+    embeddings: np.ndarray
+    node_bias: np.ndarray | None
+    known: np.ndarray
+
+    @property
+    def num_new(self) -> int:
+        return int((~self.known).sum())
+
+
+def embed(run, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
+          block: int | None = BLOCK, log=None) -> Embedded:
+    """Embed every node of the edge list ``edges`` (any format ``train`` reads, or a ``gaescale prepare``
+    directory) with the trained encoder of ``run`` (a :class:`Run` or its directory), and with ``out`` write them
+    (module docstring). ``features``: the node features, as ``train --features`` reads them (required: the
+    encoder was trained with them; an ``.npz`` edge list's own ``x`` serves too). ``ids``/``header``: how to read
+    a text edge list, by default the run's own settings (its config.json). ``block``: rows per block of
+    layer-wise inference (None: one forward pass). Every check runs before the first write."""
+    log = log or (lambda m: None)
+    run = run if isinstance(run, Run) else Run.open(run)
+    out = None if out is None else check_out_path(out)
+    if block is not None and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
+        raise ParameterError("block", "embed", "an int >= 1 or None", block)
+    state = _load_model_file(run)
+    config = TrainConfig.from_dict(state["config"])
+    in_dim = state.get("in_dim")
+    if in_dim is None:
+        raise ParameterError("run", "embed", "a run trained with node features (train --features): this run is "
+                             "featureless, its first layer a learnt table with one row per training node and none "
+                             "for a node it never saw; to embed new nodes without retraining, train with --features "
+                             "(node attributes, or e.g. each node's degree)", str(run.path))
+    t = time.perf_counter()
+    graph, x, node_ids = _read_graph(edges, features, ids or config.ids, header or config.header, in_dim)
+    log(f"read {edges}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {in_dim} features per node "
+        f"[{time.perf_counter() - t:.1f}s]")
+    model = _rebuild(run, config, state)
+    t = time.perf_counter()
+    z = encode(model, x, graph, block=block)
+    known, bias = _bias(run, model, node_ids)
+    result = Embedded(node_ids, z, bias, known)
+    how = "layer by layer" if block is not None else "in one pass"
+    log(f"embedded {graph.num_nodes:,} nodes ({result.num_new:,} new to the run) {how} "
+        f"[{time.perf_counter() - t:.1f}s]")
+    if out is not None:
+        write_embedded(out, result)
+        log(f"wrote {out}")
+    return result
+
+
+def check_out_path(path) -> Path:
+    """``path`` as the output file, refused before any work: an unknown suffix, a directory."""
+    p = Path(path)
+    if p.suffix.lower() not in OUT_SUFFIXES:
+        raise ParameterError("out", "embed", f"a file name ending in one of {list(OUT_SUFFIXES)}", str(path))
+    if p.is_dir():
+        raise OutputError(f"{p}: is a directory; --out names the file to write.")
+    return p
+
+
+def _load_model_file(run: Run) -> dict:
+    path = run._file("model.pt")
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # torch raises many kinds for a file that is not a checkpoint
+        raise RunDirError(f"{path}: not a readable model file ({type(exc).__name__}); train again.") from None
+    if not isinstance(state, dict) or not {"state_dict", "config", "num_nodes"} <= set(state):
+        raise RunDirError(f"{path}: not a gaescale model file (expected state_dict, config, in_dim, num_nodes); "
+                          "train again.")
+    return state
+
+
+def _read_graph(edges, features, ids: str, header: str, in_dim: int) -> tuple[Graph, torch.Tensor, np.ndarray]:
+    """``(graph, x: (N, in_dim) float32, node_ids: (N,))`` of the edge list and its features, read as ``train``
+    reads them; features of another width than the run's are refused."""
+    from ..data.features import attach_features
+    from ..data.prepare import is_prepared, open_prepared
+    from ..data.readers import read_edges
+    if is_prepared(edges):
+        if features is not None:
+            raise ParameterError("features", "embed", "unset for a prepared graph (its features were given to "
+                                                      "'gaescale prepare --features')", str(features))
+        prepared = open_prepared(edges)
+        graph, x, node_ids, source = prepared.graph, prepared.x, Run(prepared.path).node_ids, prepared.path / "x.npy"
+    else:
+        if edges is not None and Path(edges).is_dir():
+            raise InputFileError(edges, "is a directory but not a prepared graph (no graph.json); pass an edge-list "
+                                        "file, or a directory written by 'gaescale prepare'.")
+        data = read_edges(edges, ids=ids, header=header)
+        if features is not None:
+            data = attach_features(data, features)
+        source = features if features is not None else edges
+        graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+        x = data.x
+        node_ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
+    if x is None:
+        raise ParameterError("features", "embed", f"the path of the node features ({in_dim} per node, as the run "
+                                                  "was trained with; the same formats as train --features)", None)
+    if x.shape[1] != in_dim:
+        raise InputFileError(source, f"expected {in_dim} features per node, as the run was trained with. "
+                                     f"Got {x.shape[1]}.")
+    return graph, torch.from_numpy(np.array(x, dtype=np.float32)), node_ids
+
+
+def _rebuild(run: Run, config: TrainConfig, state: dict):
+    """The trained model of ``model.pt`` (:func:`gaescale.run.pipeline.build_model`), in evaluation mode."""
+    from .pipeline import build_model
+    model = build_model(config, state["in_dim"], int(state["num_nodes"]))
+    try:
+        model.load_state_dict(state["state_dict"])
+    except (RuntimeError, KeyError) as exc:
+        raise RunDirError(f"{run.path / 'model.pt'}: its weights do not fit the model of its own config "
+                          f"({str(exc).splitlines()[0]}); the run directory is inconsistent.") from None
+    return model.eval()
+
+
+@torch.no_grad()
+def encode(model, x: torch.Tensor, graph: Graph, *, block: int | None = BLOCK) -> np.ndarray:
+    """Evaluation-mode embeddings ``z: (N, d)`` float32 of ``x: (N, F)`` on ``graph`` without the per-node bias
+    (a VGAE's: the mean), layer by layer over ``block`` rows (None: one forward pass)."""
+    model.eval()
+    encoder = model.encoder
+    out = encoder.layerwise(x, graph, block) if block is not None else encoder(x, graph)
+    return np.ascontiguousarray(model.eval_output(out).numpy(), dtype=np.float32)
+
+
+def _bias(run: Run, model, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(known: (N,) bool, bias: (N,) float32 or None)``: which ids the run knew (compared as text) and, with the
+    bias decoder, their learnt biases, the mean learnt bias for the new ones."""
+    import pandas as pd
+    rows = pd.Index(run.node_ids.astype(str)).get_indexer(np.asarray(node_ids).astype(str))
+    known = rows >= 0
+    if model.node_bias is None:
+        return known, None
+    learnt = model.node_bias.detach().numpy().astype(np.float32)
+    bias = np.full(rows.size, learnt.mean(), np.float32)
+    bias[known] = learnt[rows[known]]
+    return known, bias
+
+
+def write_embedded(out: Path, result: Embedded) -> None:
+    """``result`` into ``out`` by its suffix (module docstring), each file atomically; for ``.npy`` the ids and
+    the biases go first, the array last."""
+    from .predict import write_table
+    z = result.embeddings
+    if out.suffix.lower() == ".npy":
+        write_ids(out.with_suffix(".nodes.tsv"), result.node_ids)
+        if result.node_bias is not None:
+            write_npy(out.with_suffix(".bias.npy"), result.node_bias)
+        else:
+            out.with_suffix(".bias.npy").unlink(missing_ok=True)
+        write_npy(out, z)
+        return
+    columns = {"id": result.node_ids, **{f"z{c}": z[:, c] for c in range(z.shape[1])}}
+    if result.node_bias is not None:
+        columns["bias"] = result.node_bias
+    write_table(out, columns)
