@@ -24,6 +24,8 @@ def trained(tmp_path_factory):
     d = tmp_path_factory.mktemp("trained")
     (d / "e.txt").write_text(RING)
     assert main(["train", str(d / "e.txt"), "--out", str(d / "run"), "--checkpoint-every", "1"] + FAST) == 0
+    np.save(d / "x.npy", np.eye(30, 3, dtype=np.float32) + 1)  # a run with features, for embed
+    assert main(["train", str(d / "e.txt"), "--features", str(d / "x.npy"), "--out", str(d / "xrun")] + FAST) == 0
     return d
 
 
@@ -78,6 +80,41 @@ CASES = {
                         "{t}/p.txt: no pairs to score (the input is empty or only comments)."),
     "score: missing pairs file": (lambda t, tr: ["score", _run(_setup_run(t, tr)), str(t / "p.txt")],
                                   "{t}/p.txt: no such file."),
+    "embed: no run directory": (lambda t, tr: ["embed", str(t / "nope"), _edit(t, "e.txt", RING), "--out",
+                                               str(t / "z.npy")],
+                                "{t}/nope: no such run directory; pass the --out directory of a finished "
+                                "'gaescale train'."),
+    "embed: missing edges": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "new.txt"), "--features",
+                                            str(t / "x.npy"), "--out", str(t / "z.npy")],
+                             "{t}/new.txt: no such file."),
+    "embed: featureless run": (lambda t, tr: ["embed", _run(_setup_run(t, tr)), str(t / "e.txt"), "--out",
+                                              str(t / "z.tsv")],
+                               "The 'run' parameter of embed must be a run trained with node features (train "
+                               "--features): this run is featureless, its first layer a learnt table with one row per "
+                               "training node and none for a node it never saw; to embed new nodes without "
+                               "retraining, train with --features (node attributes, or e.g. each node's degree). Got "
+                               "'{t}/run' instead."),
+    "embed: no features": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"), "--out",
+                                          str(t / "z.npy")],
+                           "The 'features' parameter of embed must be the path of the node features (3 per node, as "
+                           "the run was trained with; the same formats as train --features). Got None instead."),
+    "embed: features of another width": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"),
+                                                        "--features", _save(t, "x2.npy", np.ones((30, 2))), "--out",
+                                                        str(t / "z.parquet")],
+                                         "{t}/x2.npy: expected 3 features per node, as the run was trained with. "
+                                         "Got 2."),
+    "embed: non-finite features": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"), "--features",
+                                                  _save(t, "x3.npy", np.full((30, 3), np.nan)), "--out",
+                                                  str(t / "z.npy")],
+                                   "{t}/x3.npy: features must be finite. Got nan at row 0, column 0."),
+    "embed: output suffix": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"), "--features",
+                                            str(t / "x.npy"), "--out", str(t / "z.xlsx")],
+                             "The 'out' parameter of embed must be a file name ending in one of ['.npy', '.tsv', "
+                             "'.csv', '.parquet']. Got '{t}/z.xlsx' instead."),
+    "embed: model.pt missing": (lambda t, tr: ["embed", _run(_setup_run(t, tr, drop="model.pt")), str(t / "e.txt"),
+                                               "--out", str(t / "z.npy")],
+                                "{t}/run: model.pt is missing; it is written by 'gaescale train' at the end of a run: "
+                                "train again (or resume) to create it."),
     "report: heldout.npz missing": (lambda t, tr: ["report", _run(_setup_run(t, tr, drop="heldout.npz"))],
                                     "{t}/run: heldout.npz is missing; it is written by 'gaescale train' at the end of "
                                     "a run: train again (or resume) to create it."),
@@ -129,6 +166,15 @@ CASES = {
 }
 
 
+def _xrun(t):
+    return str(t / "xrun")
+
+
+def _save(t, name, array):
+    np.save(t / name, array)
+    return str(t / name)
+
+
 def _edit(t, name, text):
     (t / name).write_text(text)
     return str(t / name)
@@ -161,6 +207,9 @@ API = {
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
+    "embed block": (lambda: __import__("gaescale.run.embed").run.embed.embed("run", "e.txt", block=0),
+                    gaescale.ParameterError, "The 'block' parameter of embed must be an int >= 1 or None. Got 0 "
+                                             "instead."),
 }
 
 

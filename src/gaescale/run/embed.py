@@ -61,10 +61,10 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     a text edge list, by default the run's own settings (its config.json). ``block``: rows per block of
     layer-wise inference (None: one forward pass). Every check runs before the first write."""
     log = log or (lambda m: None)
-    run = run if isinstance(run, Run) else Run.open(run)
-    out = None if out is None else check_out_path(out)
     if block is not None and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
         raise ParameterError("block", "embed", "an int >= 1 or None", block)
+    run = run if isinstance(run, Run) else Run.open(run)
+    out = None if out is None else check_out_path(out)
     state = _load_model_file(run)
     config = TrainConfig.from_dict(state["config"])
     in_dim = state.get("in_dim")
