@@ -140,3 +140,17 @@ def test_a_featureless_run_is_refused_saying_what_to_train(tmp_path):
     msg = str(info.value)
     assert msg.startswith("The 'run' parameter of embed must be a run trained with node features") and "\n" not in msg
     assert "train with --features" in msg and not (tmp_path / "z.npy").exists()
+
+
+def test_a_prepared_directory_embeds_as_its_edge_list(runs, tmp_path):
+    from gaescale.data.prepare import prepare
+    d, _ = runs
+    run = Run.open(d / "gcn-bias")
+    prepare(d / "e.tsv", tmp_path / "prep", features=d / "x.csv")
+    mapped = run.embed(tmp_path / "prep", block=64)
+    ref = run.embed(d / "e.tsv", d / "x.csv")
+    order = pd.Index(ref.node_ids).get_indexer(mapped.node_ids)
+    assert sorted(order.tolist()) == list(range(N))
+    np.testing.assert_allclose(mapped.embeddings, ref.embeddings[order], rtol=1e-4, atol=1e-5)
+    with pytest.raises(gaescale.ParameterError, match="The 'features' parameter of embed must be unset"):
+        run.embed(tmp_path / "prep", d / "x.csv")
