@@ -171,7 +171,10 @@ def _bias(run: Run, model, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """``(known: (N,) bool, bias: (N,) float32 or None)``: which ids the run knew (compared as text) and, with the
     bias decoder, their learnt biases, the mean learnt bias for the new ones."""
     import pandas as pd
-    rows = pd.Index(run.node_ids.astype(str)).get_indexer(np.asarray(node_ids).astype(str))
+    theirs, ours = run.node_ids, np.asarray(node_ids)
+    if theirs.dtype == object or ours.dtype == object:  # integers as text only where one side holds text
+        theirs, ours = theirs.astype(str), ours.astype(str)
+    rows = pd.Index(theirs).get_indexer(ours)
     known = rows >= 0
     if model.node_bias is None:
         return known, None
