@@ -111,6 +111,9 @@ CASES = {
                                             str(t / "x.npy"), "--out", str(t / "z.xlsx")],
                              "The 'out' parameter of embed must be a file name ending in one of ['.npy', '.tsv', "
                              "'.csv', '.parquet']. Got '{t}/z.xlsx' instead."),
+    "embed: output is a directory": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"),
+                                                    "--features", str(t / "x.npy"), "--out", _mkdir(t, "z.npy")],
+                                     "{t}/z.npy: is a directory; --out names the file to write."),
     "embed: model.pt missing": (lambda t, tr: ["embed", _run(_setup_run(t, tr, drop="model.pt")), str(t / "e.txt"),
                                                "--out", str(t / "z.npy")],
                                 "{t}/run: model.pt is missing; it is written by 'gaescale train' at the end of a run: "
@@ -168,6 +171,11 @@ CASES = {
 
 def _xrun(t):
     return str(t / "xrun")
+
+
+def _mkdir(t, name):
+    (t / name).mkdir()
+    return str(t / name)
 
 
 def _save(t, name, array):

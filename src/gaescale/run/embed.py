@@ -19,6 +19,7 @@ node has no entry). The embeddings ``z`` never include the bias (as embeddings.n
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,10 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     log(f"embedded {graph.num_nodes:,} nodes ({result.num_new:,} new to the run) {how} "
         f"[{time.perf_counter() - t:.1f}s]")
     if out is not None:
-        write_embedded(out, result)
+        try:
+            write_embedded(out, result)
+        except OSError as exc:  # a disk full or a file system that refuses files (each write left nothing behind)
+            raise OutputError(f"{out}: could not be written ({exc.strerror or exc}).") from None
         log(f"wrote {out}")
     return result
 
@@ -98,6 +102,9 @@ def check_out_path(path) -> Path:
         raise ParameterError("out", "embed", f"a file name ending in one of {list(OUT_SUFFIXES)}", str(path))
     if p.is_dir():
         raise OutputError(f"{p}: is a directory; --out names the file to write.")
+    parent = next((q for q in p.parents if q.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise OutputError(f"{p}: cannot create files under {parent} (not a writable directory).")
     return p
 
 
