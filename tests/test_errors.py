@@ -216,8 +216,8 @@ API = {
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
     "embed block": (lambda: __import__("gaescale.run.embed").run.embed.embed("run", "e.txt", block=0),
-                    gaescale.ParameterError, "The 'block' parameter of embed must be an int >= 1 or None. Got 0 "
-                                             "instead."),
+                    gaescale.ParameterError, "The 'block' parameter of embed must be an int >= 1, None or 'auto'. "
+                                             "Got 0 instead."),
 }
 
 

@@ -102,15 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", help="output table: .tsv, .csv or .parquet (default: TSV on stdout)")
 
     emb = sub.add_parser("embed", help="embeddings of a new graph's nodes with a run's trained encoder", description=(
-        "Embed every node of EDGES (old and new ids) with the trained encoder of RUN, without retraining, layer "
-        "by layer; the run must have been trained with --features. Writes FILE.npy (+ FILE.nodes.tsv, the ids, "
-        "and FILE.bias.npy with the bias decoder), or a .tsv/.csv/.parquet table: id, z0 ... z{d-1} [, bias]."))
+        "Embed every node of EDGES (old and new ids) with the trained encoder of RUN, without retraining (layer "
+        "by layer for a prepared directory); the run must have been trained with --features. Writes FILE.npy "
+        "(+ FILE.nodes.tsv, the ids, and FILE.bias.npy with the bias decoder), or a .tsv/.csv/.parquet table: id, "
+        "z0 ... z{d-1} [, bias]."))
     emb.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     emb.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"] +
                      ", or a directory of 'gaescale prepare'")
     emb.add_argument("--features", help="node features of EDGES, as 'train --features' reads them (as many per "
                                         "node as the run was trained with)")
     emb.add_argument("--out", required=True, help="output file: .npy, .tsv, .csv or .parquet")
+    emb.add_argument("--block", default="auto", help="rows per block of layer-wise inference, or 0 for one forward "
+                                                     "pass (default: auto: layer by layer, 65536 rows, for a prepared "
+                                                     "directory, else one pass)")
     for name in ("ids", "header"):
         f = TrainConfig.__dataclass_fields__[name]
         emb.add_argument(_flag(name), default=None, choices=f.metadata["choices"],
@@ -224,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
             print(plan_command(config, args.graph, args.nodes, args.plan_edges, args.num_features, log=_log))
         elif args.command == "embed":
             from .run.embed import embed
-            embed(args.run, args.edges, args.features, out=args.out, ids=args.ids, header=args.header, log=_log)
+            block = args.block if args.block == "auto" else _int_arg(args.block, "block", "embed") or None
+            embed(args.run, args.edges, args.features, out=args.out, ids=args.ids, header=args.header, block=block,
+                  log=_log)
         elif args.command == "report":
             from .run.report import write_report
             _log(f"wrote {write_report(args.run, args.out, log=_log)}")

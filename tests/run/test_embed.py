@@ -71,8 +71,8 @@ def test_embed_on_the_training_graph_reproduces_embeddings_npy(runs, tmp_path, n
         assert got.node_bias is None
     else:  # known nodes keep their learnt bias
         np.testing.assert_allclose(got.node_bias, run.node_bias[rows], rtol=1e-5, atol=1e-6)  # via (p, q)
-    # one forward pass (no blocks) and blocks of 7 rows agree with layer by layer
-    np.testing.assert_allclose(run.embed(tmp_path / "train.tsv", d / "x.csv", block=None).embeddings,
+    # layer by layer (blocks of 65,536 and of 7 rows) agrees with one forward pass (the default for a file)
+    np.testing.assert_allclose(run.embed(tmp_path / "train.tsv", d / "x.csv", block=1 << 16).embeddings,
                                got.embeddings, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(run.embed(tmp_path / "train.tsv", d / "x.csv", block=7).embeddings,
                                got.embeddings, rtol=1e-4, atol=1e-5)
@@ -152,5 +152,9 @@ def test_a_prepared_directory_embeds_as_its_edge_list(runs, tmp_path):
     order = pd.Index(ref.node_ids).get_indexer(mapped.node_ids)
     assert sorted(order.tolist()) == list(range(N))
     np.testing.assert_allclose(mapped.embeddings, ref.embeddings[order], rtol=1e-4, atol=1e-5)
+    lines = []
+    np.testing.assert_allclose(run.embed(tmp_path / "prep", log=lines.append).embeddings, mapped.embeddings,
+                               rtol=1e-5, atol=1e-6)
+    assert "layer by layer" in lines[1] and "0 new to the run" in lines[1]  # the default for a memory-mapped graph
     with pytest.raises(gaescale.ParameterError, match="The 'features' parameter of embed must be unset"):
         run.embed(tmp_path / "prep", d / "x.csv")

@@ -1,8 +1,10 @@
 """``gaescale embed``: embeddings of every node of a (new) graph with a finished run's trained encoder, without
 retraining, keyed by the graph's ids (old and new alike).
 
-The encoder is rebuilt from ``RUN/model.pt`` and run in evaluation mode on the given graph, layer by layer over
-row blocks of its CSR (:meth:`gaescale.encoders.GCN.layerwise`), so the graph may be as large as training's. Only
+The encoder is rebuilt from ``RUN/model.pt`` and run in evaluation mode on the given graph: as the pipeline embeds,
+in one forward pass for a graph read into memory, layer by layer over row blocks of the CSR for a memory-mapped
+``gaescale prepare`` directory (:meth:`gaescale.encoders.GCN.layerwise`, no operator over the whole graph), so the
+graph may be as large as training's. Only
 an inductive encoder can do this: one with node features (GCN, SAGE, linear). A featureless run's first layer is a
 learnt table with one row per training node, which has no row for a node it never saw: it is refused.
 
@@ -54,16 +56,18 @@ class Embedded:
 
 
 def embed(run, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
-          block: int | None = BLOCK, log=None) -> Embedded:
+          block: int | str | None = "auto", log=None) -> Embedded:
     """Embed every node of the edge list ``edges`` (any format ``train`` reads, or a ``gaescale prepare``
     directory) with the trained encoder of ``run`` (a :class:`Run` or its directory), and with ``out`` write them
     (module docstring). ``features``: the node features, as ``train --features`` reads them (required: the
     encoder was trained with them; an ``.npz`` edge list's own ``x`` serves too). ``ids``/``header``: how to read
     a text edge list, by default the run's own settings (its config.json). ``block``: rows per block of
-    layer-wise inference (None: one forward pass). Every check runs before the first write."""
+    layer-wise inference, None: one forward pass, ``"auto"``: layer by layer (65,536 rows) for a prepared
+    directory, else one pass (on a 770k-node graph in memory 2x faster than layer by layer). Every check runs
+    before the first write."""
     log = log or (lambda m: None)
-    if block is not None and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
-        raise ParameterError("block", "embed", "an int >= 1 or None", block)
+    if block not in (None, "auto") and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
+        raise ParameterError("block", "embed", "an int >= 1, None or 'auto'", block)
     run = run if isinstance(run, Run) else Run.open(run)
     out = None if out is None else check_out_path(out)
     state = _load_model_file(run)
@@ -79,6 +83,9 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     log(f"read {edges}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {in_dim} features per node "
         f"[{time.perf_counter() - t:.1f}s]")
     model = _rebuild(run, config, state)
+    if block == "auto":
+        from ..data.prepare import is_prepared
+        block = BLOCK if is_prepared(edges) else None
     t = time.perf_counter()
     z = encode(model, x, graph, block=block)
     known, bias = _bias(run, model, node_ids)

@@ -165,7 +165,7 @@ class Run:
         return json.loads(self._file("config.json").read_text())
 
     def embed(self, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
-              block: int | None = 1 << 16, log=None):
+              block: int | str | None = "auto", log=None):
         """Embeddings of every node of the edge list ``edges`` (old and new ids) with this run's trained encoder,
         without retraining: an :class:`gaescale.run.embed.Embedded` (``node_ids``, ``embeddings: (N, d)``,
         ``node_bias``, ``known``), written to ``out`` (.npy, .tsv, .csv, .parquet) if given. See
