@@ -114,6 +114,9 @@ CASES = {
     "embed: output is a directory": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"),
                                                     "--features", str(t / "x.npy"), "--out", _mkdir(t, "z.npy")],
                                      "{t}/z.npy: is a directory; --out names the file to write."),
+    "embed: block not a number": (lambda t, tr: ["embed", _xrun(_setup_run(t, tr)), str(t / "e.txt"), "--features",
+                                                 str(t / "x.npy"), "--block", "many", "--out", str(t / "z.npy")],
+                                  "The 'block' parameter of embed must be an int >= 1. Got 'many' instead."),
     "embed: model.pt missing": (lambda t, tr: ["embed", _run(_setup_run(t, tr, drop="model.pt")), str(t / "e.txt"),
                                                "--out", str(t / "z.npy")],
                                 "{t}/run: model.pt is missing; it is written by 'gaescale train' at the end of a run: "
