@@ -96,5 +96,23 @@ def brute_force_ranks(scores: np.ndarray, pos: np.ndarray, known: np.ndarray) ->
     return np.array(ranks)
 
 
+def tensorboard_scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in ``log_dir``'s TensorBoard event files, by tag: ``[(step, value), ...]`` as TensorBoard shows
+    them (its EventAccumulator, every event kept; values are float32)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def hide_tensorboard(monkeypatch) -> None:
+    """As if the tensorboard package were not installed: importing it fails, and torch.utils.tensorboard (which
+    imports it) is imported afresh."""
+    import sys
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    for name in [m for m in sys.modules if m.startswith(("tensorboard.", "torch.utils.tensorboard"))]:
+        monkeypatch.delitem(sys.modules, name)
+
+
 # Unit tests use small tensors: one thread avoids OpenMP spin-waits when the machine is shared.
 torch.set_num_threads(1)

@@ -126,6 +126,10 @@ CASES = {
                                            "The 'memory_budget' parameter of train must be at least 0.74 GiB, the "
                                            "smallest predicted peak (strategy 'full'); lower --batch-size or raise "
                                            "--cluster-parts. Got '0.01 GiB' instead."),
+    "flag: tensorboard directory is a file": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
+                                                             "--tensorboard", _edit(t, "tb", "x")] + FAST,
+                                              "{t}/tb: the TensorBoard directory is an existing file; choose another "
+                                              "--tensorboard."),
 }
 
 
@@ -161,6 +165,9 @@ API = {
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
+    "tensorboard directory is a file": (lambda: gaescale.train(edges="e.txt", tensorboard=__file__, quiet=True),
+                                        gaescale.OutputError, f"{__file__}: the TensorBoard directory is an existing "
+                                                              "file; choose another --tensorboard."),
 }
 
 

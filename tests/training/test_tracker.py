@@ -1,21 +1,13 @@
 """The TensorBoard tracker on hand-written records, read back with TensorBoard's own EventAccumulator."""
-import sys
-
 import numpy as np
 import pytest
 
+from conftest import hide_tensorboard
+from conftest import tensorboard_scalars as scalars
 from gaescale.errors import MissingDependencyError, OutputError
 from gaescale.training.tracker import TensorBoardTracker, Tracker, open_tracker
 
 pytest.importorskip("tensorboard")  # the optional extra; the test extra (CI) installs it
-
-
-def scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in ``log_dir``'s event files, by tag: ``[(step, value), ...]`` in the order TensorBoard shows."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})  # 0: keep every event
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 def f32(v: float) -> float:
@@ -79,14 +71,6 @@ def test_an_existing_file_as_directory_is_refused_before_anything_is_written(tmp
     assert str(info.value) == f"{tmp_path}/tb: the TensorBoard directory is an existing file; choose another " \
                               "--tensorboard."
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tb"]
-
-
-def hide_tensorboard(monkeypatch):
-    """As if the tensorboard package were not installed: importing it fails, and torch.utils.tensorboard (which
-    imports it) is imported afresh."""
-    monkeypatch.setitem(sys.modules, "tensorboard", None)
-    for name in [m for m in sys.modules if m.startswith("tensorboard.") or m.startswith("torch.utils.tensorboard")]:
-        monkeypatch.delitem(sys.modules, name)
 
 
 def test_without_the_package_the_tracker_names_the_extra_to_install(tmp_path, monkeypatch):
