@@ -105,6 +105,14 @@ def tensorboard_scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def as_earlier_run(log_dir) -> None:
+    """Rename ``log_dir``'s event files as if written long before (TensorBoard reads them in name order:
+    ``events.out.tfevents.<seconds>.<host>.<pid>.<writer of the process>``), so that a run tracked after them in
+    the same second and process, whose last field may sort before theirs (10 < 9), is read after them."""
+    for i, path in enumerate(sorted(Path(log_dir).glob("events.out.tfevents.*"))):
+        path.rename(path.with_name(f"events.out.tfevents.0000000001.earlier.0.{i}"))
+
+
 def hide_tensorboard(monkeypatch) -> None:
     """As if the tensorboard package were not installed: importing it fails, and torch.utils.tensorboard (which
     imports it) is imported afresh."""

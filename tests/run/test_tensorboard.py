@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gaescale
-from conftest import hide_tensorboard
+from conftest import as_earlier_run, hide_tensorboard
 from conftest import tensorboard_scalars as scalars
 from gaescale.cli import build_parser, main
 from gaescale.data.synthetic import community_graph
@@ -61,6 +61,7 @@ def test_a_resumed_run_continues_the_curves_at_the_epoch_after_its_checkpoint(tm
     common = ["--epochs", "6", "--checkpoint-every", "2"] + FAST
     assert main(["train", str(edges), "--out", str(run), "--tensorboard", str(tmp_path / "tb")] + common) == 0
     (run / "checkpoints" / "epoch-000006.pt").unlink()
+    as_earlier_run(tmp_path / "tb")
     shutil.copytree(run, tmp_path / "run2")
     for out, tb in ((run, tmp_path / "tb"), (tmp_path / "run2", tmp_path / "fresh")):
         assert main(["train", str(edges), "--out", str(out), "--tensorboard", str(tb), "--resume"] + common) == 0

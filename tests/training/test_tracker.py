@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import hide_tensorboard
+from conftest import as_earlier_run, hide_tensorboard
 from conftest import tensorboard_scalars as scalars
 from gaescale.errors import MissingDependencyError, OutputError
 from gaescale.training.tracker import TensorBoardTracker, Tracker, open_tracker
@@ -52,6 +52,7 @@ def test_a_resumed_run_replaces_the_curves_from_step_1_whatever_the_directory_he
     for rec in RECORDS:
         first.log_epoch({**rec, "loss": rec["loss"] + 10})  # the killed run's values, different from the resumed
     first.close()
+    as_earlier_run(tmp_path / "same")
     resumed_own = [{**r, "loss": r["loss"] + 1} for r in RECORDS[2:]]
     for log_dir in (tmp_path / "same", tmp_path / "fresh"):
         tracker = TensorBoardTracker(log_dir)
