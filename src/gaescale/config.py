@@ -128,7 +128,7 @@ class TrainConfig:
                                          "AUC/AP at the end) as TensorBoard event files to this directory, one run's "
                                          "curves (view them with: tensorboard --logdir DIR); needs pip install "
                                          "'gaescale[tensorboard]'", "opt-path", section="output", per_host=True,
-                                   resumable=True, metavar="DIR")
+                                   resumable=True, optional=True, metavar="DIR")
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
                                           "past this many seconds (evaluation excluded)", "float>0", section="runtime",
                                     optional=True, resumable=True)
