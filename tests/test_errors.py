@@ -118,6 +118,10 @@ CASES = {
                                                           "--checkpoint-every", "-1"],
                                            "The 'checkpoint_every' parameter of train must be an int >= 0. Got '-1' "
                                            "instead."),
+    "flag: tensorboard directory is a file": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
+                                                             "--tensorboard", _edit(t, "tb", "x")] + FAST,
+                                              "{t}/tb: the TensorBoard directory is an existing file; choose another "
+                                              "--tensorboard."),
     "plan: both a graph and counts": (lambda t, tr: ["plan", _edit(t, "e.txt", RING), "--nodes", "30"],
                                       "The 'graph' parameter of plan must be an edge list, or --nodes and --edges, "
                                       "not both. Got 'both' instead."),
@@ -126,10 +130,6 @@ CASES = {
                                            "The 'memory_budget' parameter of train must be at least 0.74 GiB, the "
                                            "smallest predicted peak (strategy 'full'); lower --batch-size or raise "
                                            "--cluster-parts. Got '0.01 GiB' instead."),
-    "flag: tensorboard directory is a file": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
-                                                             "--tensorboard", _edit(t, "tb", "x")] + FAST,
-                                              "{t}/tb: the TensorBoard directory is an existing file; choose another "
-                                              "--tensorboard."),
 }
 
 
