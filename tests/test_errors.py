@@ -161,13 +161,13 @@ API = {
                   gaescale.ParameterError, "The 'kind' parameter of reconstruction_loss must be one of"),
     "train without edges": (lambda: gaescale.train(out=None, quiet=True), gaescale.ParameterError,
                             "The 'edges' parameter of train must be the path of an edge list. Got None instead."),
+    "tensorboard directory is a file": (lambda: gaescale.train(edges="e.txt", tensorboard=__file__, quiet=True),
+                                        gaescale.OutputError, f"{__file__}: the TensorBoard directory is an existing "
+                                                              "file; choose another --tensorboard."),
     "config type": (lambda: gaescale.TrainConfig(edges="e.txt", variational="yes"), gaescale.ParameterError,
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
-    "tensorboard directory is a file": (lambda: gaescale.train(edges="e.txt", tensorboard=__file__, quiet=True),
-                                        gaescale.OutputError, f"{__file__}: the TensorBoard directory is an existing "
-                                                              "file; choose another --tensorboard."),
 }
 
 
