@@ -96,5 +96,31 @@ def brute_force_ranks(scores: np.ndarray, pos: np.ndarray, known: np.ndarray) ->
     return np.array(ranks)
 
 
+def tensorboard_scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in ``log_dir``'s TensorBoard event files, by tag: ``[(step, value), ...]`` as TensorBoard shows
+    them (its EventAccumulator, every event kept; values are float32)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def as_earlier_run(log_dir) -> None:
+    """Rename ``log_dir``'s event files as if written long before (TensorBoard reads them in name order:
+    ``events.out.tfevents.<seconds>.<host>.<pid>.<writer of the process>``), so that a run tracked after them in
+    the same second and process, whose last field may sort before theirs (10 < 9), is read after them."""
+    for i, path in enumerate(sorted(Path(log_dir).glob("events.out.tfevents.*"))):
+        path.rename(path.with_name(f"events.out.tfevents.0000000001.earlier.0.{i}"))
+
+
+def hide_tensorboard(monkeypatch) -> None:
+    """As if the tensorboard package were not installed: importing it fails, and torch.utils.tensorboard (which
+    imports it) is imported afresh."""
+    import sys
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    for name in [m for m in sys.modules if m.startswith(("tensorboard.", "torch.utils.tensorboard"))]:
+        monkeypatch.delitem(sys.modules, name)
+
+
 # Unit tests use small tensors: one thread avoids OpenMP spin-waits when the machine is shared.
 torch.set_num_threads(1)

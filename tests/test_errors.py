@@ -161,6 +161,10 @@ CASES = {
                                                           "--checkpoint-every", "-1"],
                                            "The 'checkpoint_every' parameter of train must be an int >= 0. Got '-1' "
                                            "instead."),
+    "flag: tensorboard directory is a file": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
+                                                             "--tensorboard", _edit(t, "tb", "x")] + FAST,
+                                              "{t}/tb: the TensorBoard directory is an existing file; choose another "
+                                              "--tensorboard."),
     "plan: both a graph and counts": (lambda t, tr: ["plan", _edit(t, "e.txt", RING), "--nodes", "30"],
                                       "The 'graph' parameter of plan must be an edge list, or --nodes and --edges, "
                                       "not both. Got 'both' instead."),
@@ -214,6 +218,9 @@ API = {
                   gaescale.ParameterError, "The 'kind' parameter of reconstruction_loss must be one of"),
     "train without edges": (lambda: gaescale.train(out=None, quiet=True), gaescale.ParameterError,
                             "The 'edges' parameter of train must be the path of an edge list. Got None instead."),
+    "tensorboard directory is a file": (lambda: gaescale.train(edges="e.txt", tensorboard=__file__, quiet=True),
+                                        gaescale.OutputError, f"{__file__}: the TensorBoard directory is an existing "
+                                                              "file; choose another --tensorboard."),
     "config type": (lambda: gaescale.TrainConfig(edges="e.txt", variational="yes"), gaescale.ParameterError,
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),

@@ -39,7 +39,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults:
                                action="store_false" if negated else "store_true", default=argparse.SUPPRESS,
                                help=help_)
                 continue
-            kw = dict(dest=f.name, default=argparse.SUPPRESS, help=help_, metavar=f.name.upper().split("_")[0])
+            kw = dict(dest=f.name, default=argparse.SUPPRESS, help=help_,
+                      metavar=f.metadata.get("metavar", f.name.upper().split("_")[0]))
             if f.metadata["rule"] == "choice":
                 kw["metavar"] = "{" + ",".join(c for c in f.metadata["choices"] if c) + "}"
             g.add_argument(_flag(f.name), **kw)
@@ -54,7 +55,7 @@ def _add_tune(sub) -> None:
     tune.add_argument("edges", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"])
     tune.add_argument("--trials", default="20", help="finished trials in all, earlier sessions' included (default: 20)")
     tune.add_argument("--time-budget", default=None, help="stop starting trials after this many seconds")
-    _add_config_flags(tune, {"edges", "resume", "report", "checkpoint_every", "time_limit"}, {})
+    _add_config_flags(tune, {"edges", "resume", "report", "checkpoint_every", "time_limit", "tensorboard"}, {})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -124,6 +124,11 @@ class TrainConfig:
                                "or the graph differ (--epochs may grow)", "bool", section="output", resumable=True)
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
                         section="output", flag="--no-report", per_host=True, resumable=True)
+    tensorboard: str | None = _opt(None, "write the loss, validation AUC/AP and seconds of every epoch (and the test "
+                                         "AUC/AP at the end) as TensorBoard event files to this directory, one run's "
+                                         "curves (view them with: tensorboard --logdir DIR); needs pip install "
+                                         "'gaescale[tensorboard]'", "opt-path", section="output", per_host=True,
+                                   resumable=True, optional=True, metavar="DIR")
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
                                           "past this many seconds (evaluation excluded)", "float>0", section="runtime",
                                     optional=True, resumable=True)

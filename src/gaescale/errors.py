@@ -54,3 +54,7 @@ class CheckpointError(GaescaleError):
 
 class DistributedError(GaescaleError):
     """A process group could not be formed, or a peer process failed or stopped answering."""
+
+
+class MissingDependencyError(GaescaleError, ImportError):
+    """An optional package that a flag needs is not installed; the message says what to install."""

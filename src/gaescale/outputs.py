@@ -30,11 +30,12 @@ def _umask() -> int:
     return mask
 
 
-def check_out_dir(path) -> Path:
-    """Fail early, before any work, if ``path`` cannot be an output directory. Creates nothing."""
+def check_out_dir(path, *, flag: str = "--out", what: str = "output directory") -> Path:
+    """Fail early, before any work, if ``path`` cannot be an output directory (``what``, given as ``flag``).
+    Creates nothing."""
     p = Path(path)
     if p.exists() and not p.is_dir():
-        raise OutputError(f"{p}: the output directory is an existing file; choose another --out.")
+        raise OutputError(f"{p}: the {what} is an existing file; choose another {flag}.")
     parent = next((q for q in [p, *p.parents] if q.exists()), Path("."))
     if not os.access(parent, os.W_OK):
         raise OutputError(f"{p}: cannot create files under {parent} (no write permission).")

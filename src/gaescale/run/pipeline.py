@@ -31,6 +31,7 @@ from ..training.heldout import baseline_metrics, baseline_summary, not_beaten, t
 from ..training.samplers import metis_parts
 from ..training.selection import selection_note
 from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
+from ..training.tracker import open_tracker
 from ..training.trainer import fit
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .rundir import embeddings_and_bias, write_run
@@ -81,6 +82,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     rt = runtime or group or Local()
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
     device, out = _start(config, rt, log)
+    tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
     inputs = read_inputs(config, data, log, out=out, runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
@@ -100,11 +102,16 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         if not rt.is_main:
             inputs = placed.split = None
     model = _model(config, sizes, device)
-    fitted = _fit(config, model, placed, x, sizes, rt, log, checkpointer, resume, on_epoch)
-    if not rt.is_main:  # waits while rank 0 writes the outputs, so that all leave the group together
-        rt.barrier()
-        return None
-    metrics = _evaluate(config, model, placed, fitted, sizes, log, test=test)
+    try:  # the tracker gets every epoch's record, the resumed ones first, and is closed even on an error
+        tracker.start(resume["history"] if resume else ())
+        fitted = _fit(config, model, placed, x, sizes, rt, log, checkpointer, resume, tracker.callback(on_epoch))
+        if not rt.is_main:  # waits while rank 0 writes the outputs, so that all leave the group together
+            rt.barrier()
+            return None
+        metrics = _evaluate(config, model, placed, fitted, sizes, log, test=test)
+        tracker.log_final(metrics)
+    finally:
+        tracker.close()
     metrics.update(total_seconds=time.perf_counter() - t_start, processes=rt.world_size, device=str(device))
     result = _finish(config, model, inputs, csr, placed.split, fitted, metrics, sizes, out, log)
     rt.barrier()  # the others wait here (a rank that tore the group down alone was seen to abort)

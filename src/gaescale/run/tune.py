@@ -66,7 +66,7 @@ def suggest(trial, fixed: dict[str, Any]) -> dict[str, Any]:
 def _fixed(config: TrainConfig, given: set[str]) -> dict[str, Any]:
     """The options every trial shares: those given (never searched) and the run settings a trial needs."""
     d = config.to_dict()
-    fixed = {k: d[k] for k in given if k in d and k not in ("out", "resume")}
+    fixed = {k: d[k] for k in given if k in d and k not in ("out", "resume", "tensorboard")}
     return {**fixed, "out": None, "report": False, "checkpoint_every": 0, "quiet": True, "resume": False}
 
 
