@@ -39,11 +39,25 @@ class FullBatch:
 
 
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
-    """The training pairs of a subgraph (its edges, plus ``(i, i)`` for the A + I target); None if it has none."""
-    edges = with_self_loops(sub.edge_index(), sub.num_nodes, self_loops)
-    if edges.shape[1] == 0:
+    """The training pairs of a subgraph (its edges, plus ``(i, i)`` for the A + I target), with their weights
+    when it is weighted (:func:`weighted_pairs`); None if it has none."""
+    if sub.num_edges == 0 and not (self_loops and sub.num_nodes):
         return None
-    return PairIndex.from_pairs(torch.from_numpy(edges), sub.num_nodes)
+    return weighted_pairs(sub, self_loops)
+
+
+def weighted_pairs(graph: Graph, self_loops: bool, edges: np.ndarray | None = None,
+                   weights: np.ndarray | None = None) -> PairIndex:
+    """The training pairs of ``graph``: ``edges: (2, E)`` (default its own, each once) plus ``(i, i)`` for every
+    node with ``self_loops``, with their weights (``weights: (E,)``, default the graph's; a self loop weighs 1)
+    when the graph is weighted."""
+    if edges is None:
+        edges, weights = graph.edge_index(), graph.edge_weight()
+    pairs = torch.from_numpy(with_self_loops(edges, graph.num_nodes, self_loops))
+    if weights is None:
+        return PairIndex.from_pairs(pairs, graph.num_nodes)
+    w = np.concatenate([weights, np.ones(pairs.shape[1] - weights.size, np.float32)])
+    return PairIndex.from_pairs(pairs, graph.num_nodes, torch.from_numpy(w))
 
 
 def _kl_nodes(model, graph: Graph) -> dict:
