@@ -97,7 +97,7 @@ def npz_weights(p: Path, arrays: dict, num_edges: int) -> np.ndarray:
     w = w.astype(np.float64)
     i = first_bad(w)
     if i is not None:
-        raise InputFileError(p, f"{EXPECTED}. Got {w[i]!r} (edge {i}).", field="edge_weight")
+        raise InputFileError(p, f"{EXPECTED}. Got {w[i].item()!r} (edge {i}).", field="edge_weight")
     return w.astype(np.float32)
 
 
