@@ -106,11 +106,6 @@ CASES = {
     "train --weight-column without --weighted": (
         lambda t, tr: ["train", _edit(t, "e.csv", "src,dst,w\n1,2,0.5\n"), "--weight-column", "w"] + OUT(t) + FAST,
         "The 'weight_column' parameter of train must be used with weighted=True (--weighted). Got 'w' instead."),
-    "train --weighted: neighbor sampling": (
-        lambda t, tr: ["train", _edit(t, "e.csv", "1,2,0.5\n2,3,1\n3,4,2\n4,1,1\n1,3,1\n"), "--weighted",
-                       "--strategy", "neighbor"] + OUT(t) + FAST,
-        "The 'weighted' parameter of train must be used with strategy 'full' or 'cluster' or 'fastgae': 'neighbor' "
-        "does not carry edge weights yet. Got True instead."),
     "train --weighted: prepared graph": (
         lambda t, tr: ["train", _edit_dir(t, "prep", "graph.json", "{}"), "--weighted"] + OUT(t) + FAST,
         "The 'weighted' parameter of train must be False for a prepared graph ('gaescale prepare' keeps no edge "

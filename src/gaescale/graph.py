@@ -165,6 +165,18 @@ class Graph:
     def has_edges(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``(k,)`` bool: whether each ``(u[k], v[k])`` is an edge. A vectorised binary search in the sorted
         CSR rows: ``O(k log(max degree))``, reads only the rows asked about."""
+        return self._find(u, v)[0]
+
+    def weights_of(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``(k,)`` float32: the weight of each edge ``(u[k], v[k])`` (1 in an unweighted graph), 0 for a pair
+        that is not an edge; found as :meth:`has_edges` finds them."""
+        found, at = self._find(u, v)
+        w = np.zeros(found.size, np.float32)
+        w[found] = 1.0 if self.data is None else np.asarray(self.data)[at[found]]
+        return w
+
+    def _find(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(found (k,) bool, slot (k,) int64)``: whether each pair is an edge, and where in ``indices``."""
         u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
         lo, end = np.asarray(self.indptr[u], np.int64), np.asarray(self.indptr[u + 1], np.int64)
         hi = end.copy()
@@ -178,7 +190,7 @@ class Graph:
             hi[act] = np.where(less, hi[act], mid)
         found = lo < end
         found[found] = np.asarray(self.indices[lo[found]]) == v[found]
-        return found
+        return found, lo
 
     def edge_index(self) -> np.ndarray:
         """``(2, E)`` int64: every undirected edge once, ``u < v``."""

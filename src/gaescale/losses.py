@@ -275,19 +275,22 @@ def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
 
 
 def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,
-                   kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None) -> Tensor:
+                   kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None,
+                   pos_weight: Tensor | None = None) -> Tensor:
     """An unbiased estimate of the full loss :func:`reconstruction_loss` (``dense='sampled'``) from one
     mini-batch of a link loader: ``s_pos: (B,)`` the logits of a uniformly drawn share ``edge_fraction``
     of the training edges (each undirected edge once; ``pos_loops: (B,)`` bool marks self pairs
     ``(i, i)``, which count once), ``s_neg: (m,)`` the logits of ``m`` ordered pairs drawn uniformly
     from all ``N^2``. The weights are the whole graph's (``num_nodes``, ``num_edge_pairs`` ordered edge
     pairs), so the estimate of every batch has the full loss as its mean:
-    ``edge term of the batch / edge_fraction + w0 * N^2 / m * sum l0(s_neg)``.
+    ``edge term of the batch / edge_fraction + w0 * N^2 / m * sum l0(s_neg)``. ``pos_weight: (B,)``: the
+    drawn edges' weights (a weighted graph, as in :func:`reconstruction_loss`).
     """
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
     s_pos, s_neg = full_precision(s_pos), full_precision(s_neg)
-    per_pair = w1 * loss.l1(s_pos) - w0 * loss.l0(s_pos)
+    l1 = loss.l1(s_pos) if pos_weight is None else loss.l1w(s_pos, pos_weight.to(s_pos.dtype))  # (B,) weights
+    per_pair = w1 * l1 - w0 * loss.l0(s_pos)
     edge = 2 * per_pair.sum()
     if pos_loops is not None:
         edge = edge - per_pair[pos_loops].sum()

@@ -101,8 +101,6 @@ def npz_weights(p: Path, arrays: dict, num_edges: int) -> np.ndarray:
     return w.astype(np.float32)
 
 
-WEIGHTED_STRATEGIES = ("full", "cluster", "fastgae")  # the strategies whose subgraphs carry the weights
-
 
 def refuse_unsupported(config, *, prepared: bool, world_size: int) -> None:
     """Refuse ``--weighted`` (or ``--weight-column`` without it) where the weights cannot go yet: a prepared
@@ -119,11 +117,3 @@ def refuse_unsupported(config, *, prepared: bool, world_size: int) -> None:
         raise ParameterError("weighted", "train", f"False under torchrun ({world_size} processes; weighted graphs "
                                                   "train in one process only, for now)", True)
 
-
-def refuse_strategy(config, strategy: str) -> None:
-    """Refuse ``--weighted`` with a strategy whose batches do not carry the weights (neighbour sampling)."""
-    from ..errors import ParameterError
-    if config.weighted and strategy not in WEIGHTED_STRATEGIES:
-        chosen = " (chosen by --strategy auto; pass one of those)" if config.strategy == "auto" else ""
-        raise ParameterError("weighted", "train", f"used with strategy {' or '.join(map(repr, WEIGHTED_STRATEGIES))}"
-                                                  f": '{strategy}' does not carry edge weights yet{chosen}", True)

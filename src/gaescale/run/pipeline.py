@@ -17,7 +17,7 @@ from ..config import TrainConfig, tagged
 from ..data.inputs import as_array, as_tensor, read_inputs
 from ..data.prepare import is_prepared
 from ..data.readers import EdgeList
-from ..data.weights import refuse_strategy, refuse_unsupported
+from ..data.weights import refuse_unsupported
 from ..devices import resolve_device
 from ..encoders import ENCODERS
 from ..errors import DistributedError, ParameterError
@@ -90,7 +90,6 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     config = _resolve(config, num_features, log)
     strategy_name = _choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
                                      prepared=inputs.prepared is not None, device=device, runtime=rt)
-    refuse_strategy(config, strategy_name)
     placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
                    device=device, log=log)
     csr = (graph.indptr, graph.indices) if rt.is_main else None  # for graph.npz (topk --exclude-existing, the report)

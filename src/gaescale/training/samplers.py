@@ -163,4 +163,6 @@ def neighbor_subgraph(graph: Graph, seeds: np.ndarray, fanouts: list[int],
     keys = sorted_unique(np.concatenate([u * nc + v, v * nc + u]))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(keys // nc, minlength=nodes.size))]).astype(np.int64)
     indices = (keys % nc).astype(np.int32 if nodes.size < 2**31 else np.int64)
-    return Graph(indptr, indices, int(nodes.size), None, nodes), hops
+    # a weighted graph's sampled edges keep their weights (looked up by binary search in its CSR)
+    data = None if graph.data is None else graph.weights_of(nodes[keys // nc], nodes[keys % nc])
+    return Graph(indptr, indices, int(nodes.size), None, nodes, data), hops

@@ -181,10 +181,20 @@ class NeighborLinks:
             where = where.to(z.device)
             s = model.logits(z, where)
             loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
-                                  **weights)
+                                  pos_weight=_pos_weights(graph, pos, loops, z.device), **weights)
             if hasattr(model, "kl"):
                 loss = loss + model.kl() / n
             yield loss
+
+
+def _pos_weights(graph: Graph, pos: np.ndarray, loops: np.ndarray, device) -> torch.Tensor | None:
+    """``(B,)`` the weights of a weighted graph's drawn training edges ``pos: (2, B)`` (a self loop of the
+    ``A + I`` target, ``loops``, weighs 1); None for an unweighted graph."""
+    if graph.data is None:
+        return None
+    w = graph.weights_of(pos[0], pos[1])
+    w[loops] = 1.0
+    return torch.from_numpy(w).to(device)
 
 
 class ShardedFullBatch:
