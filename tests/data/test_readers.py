@@ -184,6 +184,9 @@ def test_bad_weights_name_file_line_and_field(tmp_path, name, text, kwargs, mess
     with pytest.raises(InputFileError) as info:
         read_edges(f, weighted=True, **kwargs)
     assert str(info.value) == message.format(f=f)
+    if name.endswith(".npy"):
+        with pytest.raises(InputFileError, match=r"a \.npy edge list has no named columns \(--weight-column w\)"):
+            read_edges(f, weighted=True, weight_column="w")
 
 
 def test_bad_binary_weights(tmp_path):

@@ -57,6 +57,9 @@ def read_edges(path, *, ids: str = "auto", header: str = "auto", weighted: bool 
     column of a text or Parquet table (or the one named ``weight_column``), an ``.npz``'s ``edge_weight``."""
     p = check_file(path)
     ext = _suffix(p)
+    if weight_column is not None and ext in ("npy", "npz"):
+        raise InputFileError(p, f"a .{ext} edge list has no named columns (--weight-column {weight_column}); an .npz "
+                                "holds its weights in the array 'edge_weight'.")
     if ext == "npy":
         if weighted:
             raise InputFileError(p, "a .npy edge list holds no edge weights (--weighted); use an .npz with "
