@@ -121,6 +121,38 @@ CASES = {
                                                "--out", str(t / "z.npy")],
                                 "{t}/run: model.pt is missing; it is written by 'gaescale train' at the end of a run: "
                                 "train again (or resume) to create it."),
+    "train --weighted: no weight column": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--weighted", "--out",
+                                                          str(t / "o")] + FAST,
+                                           "{t}/e.txt, line 1, field 'weight': missing edge weight (--weighted reads "
+                                           "the third column)."),
+    "train --weighted: not a number": (lambda t, tr: ["train", _edit(t, "e.txt", "1 2 0.5\n# c\n2 3 heavy\n"),
+                                                      "--weighted", "--out", str(t / "o")] + FAST,
+                                       "{t}/e.txt, line 3, field 'weight': expected an edge weight: a finite number "
+                                       ">= 0. Got 'heavy'."),
+    "train --weighted: negative": (lambda t, tr: ["train", _edit(t, "e.csv", "src,dst,w\n1,2,0.5\n2,3,-2\n"),
+                                                  "--weighted", "--out", str(t / "o")] + FAST,
+                                   "{t}/e.csv, line 3, field 'w': expected an edge weight: a finite number >= 0. "
+                                   "Got '-2'."),
+    "train --weighted: NaN": (lambda t, tr: ["train", _edit(t, "e.csv", "1,2,0.5\n2,3,NaN\n"), "--weighted"]
+                              + OUT(t) + FAST,
+                              "{t}/e.csv, line 2, field 'weight': expected an edge weight: a finite number >= 0. "
+                              "Got 'NaN'."),
+    "train --weighted: unknown --weight-column": (
+        lambda t, tr: ["train", _edit(t, "e.csv", "src,dst,w\n1,2,0.5\n"), "--weighted", "--weight-column",
+                       "weight"] + OUT(t) + FAST,
+        "{t}/e.csv, line 1: no column named 'weight' (--weight-column). Got columns ['src', 'dst', 'w']."),
+    "train --weighted: npz edge_weight length": (
+        lambda t, tr: ["train", _npz(t, edge_index=np.array([[0, 1], [1, 2]]), edge_weight=np.ones(3)),
+                       "--weighted"] + OUT(t) + FAST,
+        "{t}/e.npz, field 'edge_weight': expected 2 numbers, one per edge of 'edge_index'. Got shape (3,), dtype "
+        "float64."),
+    "train --weight-column without --weighted": (
+        lambda t, tr: ["train", _edit(t, "e.csv", "src,dst,w\n1,2,0.5\n"), "--weight-column", "w"] + OUT(t) + FAST,
+        "The 'weight_column' parameter of train must be used with weighted=True (--weighted). Got 'w' instead."),
+    "train --weighted: prepared graph": (
+        lambda t, tr: ["train", _edit_dir(t, "prep", "graph.json", "{}"), "--weighted"] + OUT(t) + FAST,
+        "The 'weighted' parameter of train must be False for a prepared graph ('gaescale prepare' keeps no edge "
+        "weights yet; train from the edge list itself). Got True instead."),
     "report: heldout.npz missing": (lambda t, tr: ["report", _run(_setup_run(t, tr, drop="heldout.npz"))],
                                     "{t}/run: heldout.npz is missing; it is written by 'gaescale train' at the end of "
                                     "a run: train again (or resume) to create it."),
@@ -195,6 +227,21 @@ def _edit(t, name, text):
     return str(t / name)
 
 
+def OUT(t):
+    return ["--out", str(t / "o")]
+
+
+def _edit_dir(t, directory, name, text):
+    (t / directory).mkdir()
+    _edit(t / directory, name, text)
+    return str(t / directory)
+
+
+def _npz(t, **arrays):
+    np.savez(t / "e.npz", **arrays)
+    return str(t / "e.npz")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_catalogue(tmp_path, capsys, trained, case):
     make, expected = CASES[case]
@@ -223,6 +270,11 @@ API = {
                                                               "file; choose another --tensorboard."),
     "config type": (lambda: gaescale.TrainConfig(edges="e.txt", variational="yes"), gaescale.ParameterError,
                     "The 'variational' parameter of train must be a bool. Got 'yes' instead."),
+    "loss edge_weight": (lambda: gaescale.reconstruction_loss(__import__("torch").zeros(4, 2),
+                                                              __import__("torch").tensor([[0], [1]]), 4,
+                                                              edge_weight=__import__("torch").tensor([-1.0])),
+                         gaescale.ParameterError, "The 'edge_weight' parameter of reconstruction_loss must be finite "
+                                                  "weights >= 0. Got 'a weight of -1.0' instead."),
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
     "embed block": (lambda: __import__("gaescale.run.embed").run.embed.embed("run", "e.txt", block=0),

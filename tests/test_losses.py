@@ -2,6 +2,7 @@
 import math
 import os
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -210,3 +211,74 @@ def test_exact_dense_shards_add_up_to_the_whole_term(kind):
         assert torch.allclose(sum(shares), whole, rtol=1e-12)
         assert torch.allclose(sum(grads), g_whole, rtol=1e-10, atol=1e-12)
         assert (shares[-1].item() == 0.0) == (k == 9)
+
+
+# ---------------------------------------------------------------- weighted graphs (--weighted)
+
+def weighted_dense_reference(z, wmat, kind, weighting):
+    """The weighted loss on the dense N x N matrix: an edge (w_ij > 0) of weight w has the target w for the MSE
+    kinds and the BCE term w * l1; the pair weights (w0, w1) count the edges, not their weights."""
+    s = z @ z.T
+    a = (wmat > 0).double()
+    if kind == "bce":
+        per = torch.where(a > 0, wmat * F.softplus(-s), F.softplus(s))
+    elif kind == "mse":
+        per = (torch.sigmoid(s) - wmat) ** 2
+    else:
+        per = (s - wmat) ** 2
+    p, e = float(s.shape[0]) ** 2, float(a.sum())
+    w0, w1 = {"none": (1 / p, 1 / p), "balanced": (1 / p, 1 / e),
+              "gae": (p / (2 * (p - e)) / p, p / (2 * (p - e)) * (p - e) / e / p)}[weighting]
+    return torch.where(a > 0, w1 * per, w0 * per).sum()
+
+
+@pytest.fixture(scope="module")
+def weighted_graph(graph):
+    ei, _ = graph
+    w = torch.from_numpy(np.random.default_rng(3).uniform(0.1, 3.0, ei.shape[1]))
+    wmat = torch.zeros(N, N, dtype=torch.float64)
+    wmat[ei[0], ei[1]] = w.double()
+    wmat[ei[1], ei[0]] = w.double()
+    return ei, w, wmat
+
+
+@pytest.mark.parametrize("kind,weighting", [(k, w) for k in ("bce", "mse", "linear-mse") for w in ("none", "balanced",
+                                                                                                     "gae")])
+def test_weighted_loss_matches_dense_sum_over_all_pairs(weighted_graph, kind, weighting):
+    ei, w, wmat = weighted_graph
+    z = _z(1)
+    got = reconstruction_loss(z, ei, N, kind=kind, dense="exact", weighting=weighting, block_size=7, edge_weight=w)
+    ref = weighted_dense_reference(z, wmat, kind, weighting)
+    assert torch.allclose(got, ref, rtol=1e-6, atol=1e-9)  # the weights are float32
+    g_got, = torch.autograd.grad(got, z)
+    g_ref, = torch.autograd.grad(ref, z)
+    assert torch.allclose(g_got, g_ref, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["bce", "mse", "linear-mse"])
+@pytest.mark.parametrize("dense", ["exact", "sampled"])
+def test_weights_of_one_give_the_unweighted_loss(graph, kind, dense):
+    ei, _ = graph
+    z = _z(2)
+    ones = torch.ones(ei.shape[1])
+    plain = reconstruction_loss(z, ei, N, kind=kind, dense=dense, generator=torch.Generator().manual_seed(5))
+    weighted = reconstruction_loss(z, PairIndex.from_pairs(ei, N, ones), N, kind=kind, dense=dense,
+                                   generator=torch.Generator().manual_seed(5))
+    assert torch.allclose(plain, weighted, rtol=1e-12, atol=0)
+
+
+def test_weights_change_the_loss_and_the_index_keeps_them_with_their_pairs(weighted_graph):
+    ei, w, wmat = weighted_graph
+    z = _z(3)
+    shuffled = torch.randperm(ei.shape[1], generator=torch.Generator().manual_seed(0))
+    a = reconstruction_loss(z, ei, N, kind="mse", dense="exact", edge_weight=w)
+    b = reconstruction_loss(z, ei[:, shuffled], N, kind="mse", dense="exact", edge_weight=w[shuffled])
+    plain = reconstruction_loss(z, ei, N, kind="mse", dense="exact")
+    assert torch.allclose(a, b, rtol=1e-12) and not torch.allclose(a, plain, rtol=1e-3)
+
+
+@pytest.mark.parametrize("weights,match", [(torch.ones(3), r"must be a \(150,\) tensor"),
+                                           (torch.full((150,), -1.0), "must be finite weights >= 0")])
+def test_bad_edge_weights_are_named(graph, weights, match):
+    with pytest.raises(ParameterError, match=match):
+        reconstruction_loss(_z(), graph[0], N, dense="exact", edge_weight=weights)

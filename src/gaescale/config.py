@@ -51,6 +51,12 @@ class TrainConfig:
                     section="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", section="input",
                        choices=("auto", "yes", "no"))
+    weighted: bool = _opt(False, "a weighted graph: read each edge's weight (the third column of a text or Parquet "
+                                 "edge list, 'edge_weight' of an .npz) into the GCN/SAGE normalisation and the loss's "
+                                 "edge term (docs/inputs.md)", "bool", section="input")
+    weight_column: str | None = _opt(None, "with --weighted, the header name of the weight column of a text or "
+                                           "Parquet edge list (default: the third column)", "opt-str",
+                                     section="input", optional=True)
     encoder: str = _opt("auto", "encoder: gcn (Kipf & Welling), sage (GraphSAGE, mean aggregator), linear "
                                 "(one-hop A_hat X W, no hidden layers), auto (linear for a graph without features or "
                                 f"with at least {LINEAR_MIN_FEATURES} per node, unless --hidden is given; else gcn)",
@@ -308,6 +314,10 @@ def _check(f: dataclasses.Field, value):
         if isinstance(value, bool):
             return value
         raise bad("a bool")
+    if rule == "opt-str":
+        if isinstance(value, str) and value:
+            return value
+        raise bad("a non-empty string or None")
     if rule in ("path", "opt-path"):
         if value is None and rule == "opt-path":
             return None

@@ -20,10 +20,14 @@ class CleanStats:
     rows: int
     self_loops: int
     duplicates: int  # repeated rows, including the reverse direction of an edge already seen
+    zero_weights: int = 0  # rows of weight 0 (a weighted graph's), dropped: a weight of 0 is no edge
 
     def describe(self) -> str:
-        return (f"{self.rows:,} edge rows -> {self.rows - self.self_loops - self.duplicates:,} undirected edges "
-                f"({self.self_loops:,} self loops dropped, {self.duplicates:,} duplicate or reverse rows merged)")
+        edges = self.rows - self.self_loops - self.zero_weights - self.duplicates
+        zeros = f", {self.zero_weights:,} rows of weight 0 dropped" if self.zero_weights else ""
+        return (f"{self.rows:,} edge rows -> {edges:,} undirected edges "
+                f"({self.self_loops:,} self loops dropped{zeros}, {self.duplicates:,} duplicate or reverse rows "
+                "merged)")
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -58,12 +62,38 @@ def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray,
     return out, stats
 
 
+def canonical_weighted_edges(edge_index: np.ndarray, num_nodes: int,
+                             edge_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, CleanStats]:
+    """:func:`canonical_edges` with a weight per row, ``edge_weight: (E,)``: returns ``(edges (2, E') int64,
+    weights (E',) float32, stats)``. Rows of weight 0 are dropped (no edge) before merging; the rows that merge
+    into one undirected edge (duplicates, the reverse direction) give it the mean of their weights, so a
+    symmetric listing (both directions, one weight) keeps that weight. O(E log E)."""
+    ei = np.asarray(edge_index, dtype=np.int64)
+    w = np.asarray(edge_weight, np.float64)
+    u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
+    loops, zeros = u == v, (w == 0) & (ei[0] != ei[1])
+    keep = ~loops & ~zeros
+    key = u[keep] * np.int64(num_nodes) + v[keep]
+    order = np.argsort(key, kind="stable")
+    key, w = key[order], w[keep][order]
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if key.size else np.zeros(0, np.int64)
+    counts = np.diff(np.concatenate([starts, [key.size]]))
+    mean = np.add.reduceat(w, starts) / counts if key.size else np.zeros(0)
+    key = key[starts]
+    stats = CleanStats(rows=ei.shape[1], self_loops=int(loops.sum()), duplicates=int(keep.sum() - key.size),
+                       zero_weights=int(zeros.sum()))
+    return np.stack([key // num_nodes, key % num_nodes]), mean.astype(np.float32), stats
+
+
 @dataclass(frozen=True, eq=False)
 class Graph:
     """An undirected graph without self loops, stored as a symmetric CSR adjacency.
 
     ``indptr: (N + 1,)`` int64 and ``indices: (2E,)`` (int32 when N < 2^31) hold both directions of every edge. Derived
     operators (the GCN normalisation, the mean aggregator) are computed once, on first use.
+    ``data: (2E,)`` float32, aligned with ``indices``: the weight of each entry (symmetric) of a weighted graph
+    (``--weighted``), or None for all 1. The operators then use the weighted adjacency ``A_w`` and the weighted
+    degree ``sum_j w_ij`` (:attr:`strength`); :meth:`adjacency` stays the 0/1 pattern.
     """
 
     indptr: np.ndarray
@@ -71,21 +101,33 @@ class Graph:
     num_nodes: int
     stats: CleanStats | None = field(default=None, compare=False)
     node_ids: np.ndarray | None = field(default=None, compare=False)  # of a subgraph: original node indices
+    data: np.ndarray | None = field(default=None, compare=False)  # (2E,) float32 edge weights; None: all 1
 
     @classmethod
     def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, canonical: bool = False,
-                        node_ids: np.ndarray | None = None) -> Graph:
+                        node_ids: np.ndarray | None = None, edge_weight: np.ndarray | None = None) -> Graph:
         """Build from ``edge_index: (2, E)``. Unless ``canonical`` (already ``u < v``, unique), the
-        edges are made undirected and self loops and duplicates are dropped (see ``stats``)."""
+        edges are made undirected and self loops and duplicates are dropped (see ``stats``).
+        ``edge_weight: (E,)``: a weighted graph (:func:`canonical_weighted_edges`: weight-0 rows dropped,
+        merged rows averaged)."""
         stats = None
         if not canonical:
-            edge_index, stats = canonical_edges(edge_index, num_nodes)
+            if edge_weight is None:
+                edge_index, stats = canonical_edges(edge_index, num_nodes)
+            else:
+                edge_index, edge_weight, stats = canonical_weighted_edges(edge_index, num_nodes, edge_weight)
         u, v = np.asarray(edge_index[0], np.int64), np.asarray(edge_index[1], np.int64)
         rows, cols = np.concatenate([u, v]), np.concatenate([v, u])
-        adj = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(num_nodes, num_nodes))
+        w = np.ones(rows.size, np.float32) if edge_weight is None else np.tile(np.asarray(edge_weight, np.float32), 2)
+        adj = sp.csr_matrix((w, (rows, cols)), shape=(num_nodes, num_nodes))
         adj.sort_indices()
+        data = None if edge_weight is None else np.asarray(adj.data, np.float32)
         # indices stay int32 when N allows (SciPy's choice): half the memory of int64
-        return cls(adj.indptr.astype(np.int64), adj.indices, int(num_nodes), stats, node_ids)
+        return cls(adj.indptr.astype(np.int64), adj.indices, int(num_nodes), stats, node_ids, data)
+
+    @property
+    def weighted(self) -> bool:
+        return self.data is not None
 
     @property
     def num_edges(self) -> int:
@@ -97,13 +139,44 @@ class Graph:
         """``(N,)`` int64 number of neighbours."""
         return np.diff(self.indptr)
 
+    @cached_property
+    def strength(self) -> np.ndarray:
+        """``(N,)`` float64 weighted degree ``sum_j w_ij`` (the degree for an unweighted graph)."""
+        if self.data is None:
+            return self.degree.astype(np.float64)
+        rows = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.degree)
+        return np.bincount(rows, weights=np.asarray(self.data, np.float64), minlength=self.num_nodes)
+
     def adjacency(self) -> sp.csr_matrix:
         """The 0/1 symmetric adjacency as SciPy CSR (no self loops)."""
         return self._rows(0, self.num_nodes)
 
+    def weighted_adjacency(self) -> sp.csr_matrix:
+        """``A_w``: the adjacency with each entry's weight (the 0/1 one for an unweighted graph)."""
+        return self._rows(0, self.num_nodes, weighted=True)
+
+    def edge_weight(self) -> np.ndarray | None:
+        """``(E,)`` float32: the weight of each edge of :meth:`edge_index`, in its order; None when unweighted."""
+        if self.data is None:
+            return None
+        rows = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.degree)
+        return np.asarray(self.data)[rows < self.indices]
+
     def has_edges(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``(k,)`` bool: whether each ``(u[k], v[k])`` is an edge. A vectorised binary search in the sorted
         CSR rows: ``O(k log(max degree))``, reads only the rows asked about."""
+        return self._find(u, v)[0]
+
+    def weights_of(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``(k,)`` float32: the weight of each edge ``(u[k], v[k])`` (1 in an unweighted graph), 0 for a pair
+        that is not an edge; found as :meth:`has_edges` finds them."""
+        found, at = self._find(u, v)
+        w = np.zeros(found.size, np.float32)
+        w[found] = 1.0 if self.data is None else np.asarray(self.data)[at[found]]
+        return w
+
+    def _find(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(found (k,) bool, slot (k,) int64)``: whether each pair is an edge, and where in ``indices``."""
         u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
         lo, end = np.asarray(self.indptr[u], np.int64), np.asarray(self.indptr[u + 1], np.int64)
         hi = end.copy()
@@ -117,7 +190,7 @@ class Graph:
             hi[act] = np.where(less, hi[act], mid)
         found = lo < end
         found[found] = np.asarray(self.indices[lo[found]]) == v[found]
-        return found
+        return found, lo
 
     def edge_index(self) -> np.ndarray:
         """``(2, E)`` int64: every undirected edge once, ``u < v``."""
@@ -127,54 +200,59 @@ class Graph:
 
     @cached_property
     def gcn_operator(self) -> SparseOperator:
-        """``D^-1/2 (A + I) D^-1/2`` with ``D`` the degree of ``A + I`` (Kipf & Welling), symmetric."""
-        a = sp.csr_matrix(self.adjacency() + sp.eye(self.num_nodes, dtype=np.float32, format="csr"))
+        """``D^-1/2 (A_w + I) D^-1/2`` with ``D`` the (weighted) degree of ``A_w + I``, ``1 + sum_j w_ij``
+        (Kipf & Welling), symmetric."""
+        a = sp.csr_matrix(self.weighted_adjacency() + sp.eye(self.num_nodes, dtype=np.float32, format="csr"))
         a.sort_indices()
         dinv = self._inv_sqrt_degree
         rows = np.repeat(np.arange(self.num_nodes), np.diff(a.indptr))
-        a.data = (dinv[rows] * dinv[a.indices]).astype(np.float32)
+        a.data = (a.data * dinv[rows] * dinv[a.indices]).astype(np.float32)
         return SparseOperator(a, symmetric=True)
 
     @cached_property
     def mean_operator(self) -> SparseOperator:
-        """``D^-1 A``: the mean over neighbours (GraphSAGE's mean aggregator); zero rows for isolated nodes."""
-        a = self.adjacency()
-        a.data = np.repeat(self._inv_degree, self.degree).astype(np.float32)
+        """``D^-1 A_w``: the (weighted) mean over neighbours, ``sum_j w_ij h_j / sum_j w_ij`` (GraphSAGE's mean
+        aggregator); zero rows for isolated nodes."""
+        a = self.weighted_adjacency()
+        a.data = (a.data * np.repeat(self._inv_degree, self.degree)).astype(np.float32)
         return SparseOperator(a, symmetric=False)
 
     @cached_property
     def gcn_scale(self) -> torch.Tensor:
-        """``(N, 1)`` float32 ``(degree + 1)^-1/2``: the GCN normalisation as a scaling of the dense side
-        (layer-wise inference multiplies the 0/1 :meth:`adjacency_block` and scales by it)."""
+        """``(N, 1)`` float32 ``(degree + 1)^-1/2`` (the weighted degree): the GCN normalisation as a scaling of
+        the dense side (layer-wise inference multiplies the (weighted) :meth:`adjacency_block` and scales by it)."""
         return torch.from_numpy(self._inv_sqrt_degree.astype(np.float32)[:, None])
 
     @cached_property
     def mean_scale(self) -> torch.Tensor:
-        """``(N, 1)`` float32 ``1 / degree`` (0 for isolated nodes): the mean aggregator's scaling."""
+        """``(N, 1)`` float32 ``1 / degree`` (the weighted degree; 0 for isolated nodes): the mean aggregator's
+        scaling."""
         return torch.from_numpy(self._inv_degree.astype(np.float32)[:, None])
 
     @cached_property
     def _inv_sqrt_degree(self) -> np.ndarray:
-        """``(N,)`` float64 ``(degree + 1)^-1/2``, the degree counted in ``A + I``."""
-        return 1.0 / np.sqrt(self.degree.astype(np.float64) + 1.0)
+        """``(N,)`` float64 ``(degree + 1)^-1/2``, the (weighted) degree counted in ``A_w + I``."""
+        return 1.0 / np.sqrt(self.strength + 1.0)
 
     @cached_property
     def _inv_degree(self) -> np.ndarray:
-        """``(N,)`` float64 ``1 / degree``, 0 for isolated nodes."""
-        d = self.degree.astype(np.float64)
+        """``(N,)`` float64 ``1 / degree`` (weighted), 0 for isolated nodes."""
+        d = self.strength
         return np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0)
 
     def adjacency_block(self, start: int, stop: int) -> torch.Tensor:
-        """Rows ``start:stop`` of the 0/1 adjacency as a torch CSR tensor ``(stop - start, N)``, reading only
-        those rows of the CSR (a memory-mapped graph stays on disk)."""
-        return to_torch_csr(self._rows(start, stop), torch.float32)
+        """Rows ``start:stop`` of the adjacency (0/1, or ``A_w`` for a weighted graph) as a torch CSR tensor
+        ``(stop - start, N)``, reading only those rows of the CSR (a memory-mapped graph stays on disk)."""
+        return to_torch_csr(self._rows(start, stop, weighted=True), torch.float32)
 
-    def _rows(self, start: int, stop: int) -> sp.csr_matrix:
-        """Rows ``start:stop`` of the 0/1 adjacency, ``(stop - start, N)``."""
+    def _rows(self, start: int, stop: int, weighted: bool = False) -> sp.csr_matrix:
+        """Rows ``start:stop`` of the 0/1 adjacency (``weighted``: of ``A_w``), ``(stop - start, N)``."""
         lo, hi = int(self.indptr[start]), int(self.indptr[stop])
         indptr = np.asarray(self.indptr[start:stop + 1], np.int64) - lo
         indices = np.asarray(self.indices[lo:hi])
-        return sp.csr_matrix((np.ones(hi - lo, np.float32), indices, indptr), shape=(stop - start, self.num_nodes))
+        values = (np.asarray(self.data[lo:hi], np.float32) if weighted and self.data is not None
+                  else np.ones(hi - lo, np.float32))
+        return sp.csr_matrix((values, indices, indptr), shape=(stop - start, self.num_nodes))
 
     def require_edges(self, what: str = "the graph") -> None:
         if self.num_edges == 0:

@@ -33,13 +33,16 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True)
 class PairLoss:
-    """Per-pair losses of one kind: ``l0(s)`` for a non-edge, ``l1(s)`` for an edge, and ``dl0/ds``."""
+    """Per-pair losses of one kind: ``l0(s)`` for a non-edge, ``l1(s)`` for an edge, and ``dl0/ds``;
+    ``l1w(s, w)`` for an edge of weight ``w`` (a weighted graph): the MSE kinds take ``w`` as the edge's target,
+    BCE multiplies its ``l1`` by ``w``; ``l1w(s, 1) == l1(s)``."""
 
     name: str
     l0: Callable[[Tensor], Tensor]
     l1: Callable[[Tensor], Tensor]
     dl0: Callable[[Tensor], Tensor]
     polynomial_l0: bool = False  # l0(s) == s^2, so the dense term has a closed form
+    l1w: Callable[[Tensor, Tensor], Tensor] | None = None
 
 
 def _sig2_grad(s: Tensor) -> Tensor:
@@ -49,9 +52,12 @@ def _sig2_grad(s: Tensor) -> Tensor:
 
 KINDS: dict[str, PairLoss] = {
     # softplus(s) = -log(1 - sigmoid(s)); softplus(-s) = -log(sigmoid(s)); stable for any s.
-    "bce": PairLoss("bce", F.softplus, lambda s: F.softplus(-s), torch.sigmoid),
-    "mse": PairLoss("mse", lambda s: torch.sigmoid(s).square(), lambda s: torch.sigmoid(-s).square(), _sig2_grad),
-    "linear-mse": PairLoss("linear-mse", torch.square, lambda s: (1 - s).square(), lambda s: 2 * s, True),
+    "bce": PairLoss("bce", F.softplus, lambda s: F.softplus(-s), torch.sigmoid,
+                    l1w=lambda s, w: w * F.softplus(-s)),
+    "mse": PairLoss("mse", lambda s: torch.sigmoid(s).square(), lambda s: torch.sigmoid(-s).square(), _sig2_grad,
+                    l1w=lambda s, w: (torch.sigmoid(s) - w).square()),
+    "linear-mse": PairLoss("linear-mse", torch.square, lambda s: (1 - s).square(), lambda s: 2 * s, True,
+                           l1w=lambda s, w: (w - s).square()),
 }
 # Names that fix a weighting as well as the pair losses.
 ALIASES = {"weighted-bce": ("bce", "gae")}
@@ -186,7 +192,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
                         dense: str = "sampled", weighting: str | None = None, num_samples: int | None = None,
                         neg_ratio: float = 1.0, edges: str = "undirected", block_size: int | None = None,
                         memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None,
-                        metric: Tensor | None = None, decoder: Callable | None = None) -> Tensor:
+                        metric: Tensor | None = None, decoder: Callable | None = None,
+                        edge_weight: Tensor | None = None) -> Tensor:
     """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
 
     ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
@@ -198,8 +205,10 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     :class:`gaescale.sparse.PairIndex` (what a training loop should pass: it is built once).
     ``metric: (d,)`` of signs: the logits are ``s_ij = z_i^T diag(metric) z_j`` (the per-node bias decoder,
     :func:`gaescale.models.with_bias`); every dense strategy supports it. ``decoder(zu, zv) -> s`` (e.g.
-    :class:`gaescale.models.HadamardMLP`) replaces the inner product; it needs ``dense='sampled'``. Returns a scalar
-    tensor.
+    :class:`gaescale.models.HadamardMLP`) replaces the inner product; it needs ``dense='sampled'``.
+    ``edge_weight: (E,)`` (or the weights of a :class:`PairIndex`): a weighted graph, whose edge ``(i, j)`` of
+    weight ``w`` has the target ``a_ij = w`` for the MSE kinds (``(sigmoid(s) - w)^2``, ``(w - s)^2``) and its BCE
+    term ``w * l1(s)``; all weights 1 give the unweighted loss. Returns a scalar tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
@@ -212,6 +221,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     if metric is not None and tuple(metric.shape) != (z.shape[1],):
         raise ParameterError("metric", "reconstruction_loss", f"None or a ({z.shape[1]},) tensor of signs",
                              tuple(metric.shape))
+    if edge_weight is not None:
+        edge_index = as_pair_index(edge_index, n, edge_weight)
     with torch.autocast(z.device.type, enabled=False):  # losses run in float32 under mixed precision
         return _reconstruction_loss(full_precision(z), edge_index, n, kind, dense, weighting, num_samples, neg_ratio,
                                     edges, block_size, memory_budget, generator, metric, decoder)
@@ -245,7 +256,8 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
     if metric is not None:
         metric = metric.to(z.device, z.dtype)
     s = pairs.logits(z, metric) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
-    per_pair = w1 * loss.l1(s) - w0 * loss.l0(s)
+    l1 = loss.l1(s) if pairs.weights is None else loss.l1w(s, pairs.weights.to(s.dtype))
+    per_pair = w1 * l1 - w0 * loss.l0(s)
     edge = per_pair.sum() * (2 if edges == "undirected" else 1)
     if loops:
         edge = edge - per_pair[pairs.self_pair_mask()].sum()
@@ -263,19 +275,22 @@ def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
 
 
 def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,
-                   kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None) -> Tensor:
+                   kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None,
+                   pos_weight: Tensor | None = None) -> Tensor:
     """An unbiased estimate of the full loss :func:`reconstruction_loss` (``dense='sampled'``) from one
     mini-batch of a link loader: ``s_pos: (B,)`` the logits of a uniformly drawn share ``edge_fraction``
     of the training edges (each undirected edge once; ``pos_loops: (B,)`` bool marks self pairs
     ``(i, i)``, which count once), ``s_neg: (m,)`` the logits of ``m`` ordered pairs drawn uniformly
     from all ``N^2``. The weights are the whole graph's (``num_nodes``, ``num_edge_pairs`` ordered edge
     pairs), so the estimate of every batch has the full loss as its mean:
-    ``edge term of the batch / edge_fraction + w0 * N^2 / m * sum l0(s_neg)``.
+    ``edge term of the batch / edge_fraction + w0 * N^2 / m * sum l0(s_neg)``. ``pos_weight: (B,)``: the
+    drawn edges' weights (a weighted graph, as in :func:`reconstruction_loss`).
     """
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
     s_pos, s_neg = full_precision(s_pos), full_precision(s_neg)
-    per_pair = w1 * loss.l1(s_pos) - w0 * loss.l0(s_pos)
+    l1 = loss.l1(s_pos) if pos_weight is None else loss.l1w(s_pos, pos_weight.to(s_pos.dtype))  # (B,) weights
+    per_pair = w1 * l1 - w0 * loss.l0(s_pos)
     edge = 2 * per_pair.sum()
     if pos_loops is not None:
         edge = edge - per_pair[pos_loops].sum()
@@ -283,8 +298,11 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     return edge / edge_fraction + w0 * dense
 
 
-def as_pair_index(edge_index: Tensor | PairIndex, num_nodes: int) -> PairIndex:
-    """A :class:`PairIndex` for ``edge_index: (2, E)`` node indices (or the index itself)."""
+def as_pair_index(edge_index: Tensor | PairIndex, num_nodes: int, edge_weight: Tensor | None = None) -> PairIndex:
+    """A :class:`PairIndex` for ``edge_index: (2, E)`` node indices (or the index itself), with ``edge_weight:
+    (E,)`` when given."""
+    if edge_weight is not None:
+        return _weighted_pairs(edge_index, num_nodes, edge_weight)
     if isinstance(edge_index, PairIndex):
         if edge_index.num_nodes != num_nodes:
             raise ParameterError("edge_index", "reconstruction_loss", f"a PairIndex over num_nodes={num_nodes}",
@@ -297,3 +315,17 @@ def as_pair_index(edge_index: Tensor | PairIndex, num_nodes: int) -> PairIndex:
         raise ParameterError("edge_index", "reconstruction_loss", f"node indices in [0, {num_nodes})",
                              f"indices in [{int(edge_index.min())}, {int(edge_index.max())}]")
     return PairIndex.from_pairs(edge_index, num_nodes)
+
+
+def _weighted_pairs(edge_index: Tensor | PairIndex, num_nodes: int, edge_weight: Tensor) -> PairIndex:
+    """The pairs of ``edge_index`` with ``edge_weight: (m,)`` (finite, >= 0), one per pair."""
+    pairs = edge_index.pairs() if isinstance(edge_index, PairIndex) else edge_index
+    index = as_pair_index(edge_index, num_nodes)
+    w = torch.as_tensor(edge_weight)
+    if w.dim() != 1 or w.numel() != index.num_pairs:
+        raise ParameterError("edge_weight", "reconstruction_loss", f"a ({index.num_pairs},) tensor, one weight per "
+                             "edge", tuple(w.shape))
+    if w.numel() and not bool((torch.isfinite(w) & (w >= 0)).all()):
+        raise ParameterError("edge_weight", "reconstruction_loss", "finite weights >= 0",
+                             f"a weight of {w[~(torch.isfinite(w) & (w >= 0))][0].item()}")
+    return PairIndex.from_pairs(torch.as_tensor(pairs), num_nodes, w)

@@ -119,26 +119,30 @@ class PairIndex:
     and their gradient with two sparse-dense products (``G z`` and ``G^T z`` for ``G`` holding
     ``dL/ds``), instead of gathers and scatters of ``m x d`` rows (measured 5-10x slower on CPU).
     Pairs are kept in CSR order; losses are sums over pairs, so the order does not matter.
+    ``weights: (m,)`` float, in the same order: a weight per pair (a weighted graph's edges), or None for all 1.
     """
 
-    def __init__(self, indptr: torch.Tensor, cols: torch.Tensor, num_nodes: int):
+    def __init__(self, indptr: torch.Tensor, cols: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None):
         self.indptr = indptr.to(torch.int64)
         self.cols = cols.to(torch.int64)
         self.num_nodes = int(num_nodes)
+        self.weights = None if weights is None else weights.to(torch.float32)
 
     @property
     def num_pairs(self) -> int:
         return int(self.cols.numel())
 
     @classmethod
-    def from_pairs(cls, pairs: torch.Tensor, num_nodes: int) -> PairIndex:
-        """From ``pairs: (2, m)`` int node indices (sorted by the first row here if they are not already)."""
+    def from_pairs(cls, pairs: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None) -> PairIndex:
+        """From ``pairs: (2, m)`` int node indices (sorted by the first row here if they are not already) and
+        optionally their ``weights: (m,)``."""
         i, j = pairs[0].to(torch.int64), pairs[1].to(torch.int64)
         if i.numel() > 1 and not bool((i[1:] >= i[:-1]).all()):
             order = torch.argsort(i, stable=True)
             i, j = i[order], j[order]
+            weights = None if weights is None else weights[order]
         counts = torch.bincount(i, minlength=num_nodes)
-        return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
+        return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes, weights)
 
     @classmethod
     def uniform(cls, num_nodes: int, num_pairs: int, generator: torch.Generator | None = None) -> PairIndex:
@@ -156,7 +160,8 @@ class PairIndex:
         """The same pairs on ``device`` (this index itself when they are there already)."""
         if self.cols.device == torch.device(device):
             return self
-        return PairIndex(self.indptr.to(device), self.cols.to(device), self.num_nodes)
+        return PairIndex(self.indptr.to(device), self.cols.to(device), self.num_nodes,
+                         None if self.weights is None else self.weights.to(device))
 
     def num_self_pairs(self) -> int:
         """How many pairs are ``(i, i)`` (computed once)."""

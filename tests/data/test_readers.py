@@ -136,3 +136,76 @@ def test_bad_text_edge_lists_name_the_line(tmp_path, content, match):
     with pytest.raises(InputFileError, match=match) as exc:
         read_edges(f)
     assert str(exc.value).startswith(str(f)) and "\n" not in str(exc.value)
+
+
+# ---------------------------------------------------------------- edge weights (--weighted)
+
+def test_weights_of_text_parquet_and_npz(tmp_path):
+    (tmp_path / "e.txt").write_text("a b 0.5\n# c\nb c 2\nc a 1e1 extra\n")
+    el = read_edges(tmp_path / "e.txt", weighted=True)
+    assert _edges_as_id_pairs(el) == [("a", "b"), ("b", "c"), ("c", "a")]
+    assert el.edge_weight.dtype == np.float32 and el.edge_weight.tolist() == [0.5, 2.0, 10.0]
+    assert read_edges(tmp_path / "e.txt").edge_weight is None  # without --weighted the column is not read
+    (tmp_path / "h.csv").write_text("src,dst,time,w\n1,2,100,0.25\n2,3,101,4\n")
+    assert read_edges(tmp_path / "h.csv", weighted=True, weight_column="w").edge_weight.tolist() == [0.25, 4.0]
+    assert read_edges(tmp_path / "h.csv", weighted=True).edge_weight.tolist() == [100.0, 101.0]  # the third
+    pq.write_table(pa.table({"s": [1, 2], "t": [2, 3], "w": [3, 0.5]}), tmp_path / "e.parquet")
+    assert read_edges(tmp_path / "e.parquet", weighted=True).edge_weight.tolist() == [3.0, 0.5]
+    np.savez(tmp_path / "e.npz", edge_index=np.array([[0, 1], [1, 2]]), edge_weight=np.array([2, 7]))
+    assert read_edges(tmp_path / "e.npz", weighted=True).edge_weight.tolist() == [2.0, 7.0]
+
+
+@pytest.mark.parametrize("name,text,kwargs,message", [
+    ("e.txt", "1 2 0.5\n2 3 x\n", {}, "{f}, line 2, field 'weight': expected an edge weight: a finite number >= 0. "
+                                      "Got 'x'."),
+    ("e.txt", "1 2 0.5\n\n2 3\n", {}, "{f}, line 3, field 'weight': missing edge weight."),
+    ("e.txt", "1 2\n2 3\n", {}, "{f}, line 1, field 'weight': missing edge weight (--weighted reads the third "
+                                "column)."),
+    ("e.csv", "src,dst,w\n1,2,-1\n", {}, "{f}, line 2, field 'w': expected an edge weight: a finite number >= 0. "
+                                         "Got '-1'."),
+    ("e.csv", "src,dst,w\n1,2,1\n2,3,inf\n", {}, "{f}, line 3, field 'w': expected an edge weight: a finite number "
+                                                 ">= 0. Got 'inf'."),
+    ("e.csv", "1,2,nan\n", {}, "{f}, line 1, field 'weight': expected an edge weight: a finite number >= 0. "
+                               "Got 'nan'."),
+    ("e.csv", "src,dst,w\n1,2,1\n", {"weight_column": "q"}, "{f}, line 1: no column named 'q' (--weight-column). "
+                                                            "Got columns ['src', 'dst', 'w']."),
+    ("e.csv", "1,2,1\n", {"weight_column": "w"}, "{f}: has no header line, so no column is named 'w' "
+                                                 "(--weight-column); add a header, or leave --weight-column out to "
+                                                 "read the third column."),
+    ("e.npy", None, {}, "{f}: a .npy edge list holds no edge weights (--weighted); use an .npz with 'edge_index' "
+                        "and 'edge_weight', or a text or Parquet table with a weight column."),
+])
+def test_bad_weights_name_file_line_and_field(tmp_path, name, text, kwargs, message):
+    f = tmp_path / name
+    if text is None:
+        np.save(f, np.array([[0, 1], [1, 2]]))
+    else:
+        f.write_text(text)
+    with pytest.raises(InputFileError) as info:
+        read_edges(f, weighted=True, **kwargs)
+    assert str(info.value) == message.format(f=f)
+    if name.endswith(".npy"):
+        with pytest.raises(InputFileError, match=r"a \.npy edge list has no named columns \(--weight-column w\)"):
+            read_edges(f, weighted=True, weight_column="w")
+
+
+def test_bad_binary_weights(tmp_path):
+    np.savez(tmp_path / "a.npz", edge_index=np.array([[0, 1], [1, 2]]), edge_weight=np.ones(3))
+    np.savez(tmp_path / "b.npz", edge_index=np.array([[0, 1], [1, 2]]), edge_weight=np.array([1.0, np.nan]))
+    np.savez(tmp_path / "c.npz", edge_index=np.array([[0, 1], [1, 2]]))
+    pq.write_table(pa.table({"s": [1, 2], "t": [2, 3], "w": ["1", "heavy"]}), tmp_path / "d.parquet")
+    pq.write_table(pa.table({"s": [1, 2], "t": [2, 3], "w": [1.0, None]}), tmp_path / "e.parquet")
+    pq.write_table(pa.table({"s": [1, 2], "t": [2, 3]}), tmp_path / "f.parquet")
+    expected = {
+        "a.npz": "field 'edge_weight': expected 2 numbers, one per edge of 'edge_index'. Got shape (3,), dtype "
+                 "float64.",
+        "b.npz": "field 'edge_weight': expected an edge weight: a finite number >= 0. Got nan (edge 1).",
+        "c.npz": "expected an array named 'edge_weight' (--weighted). Got arrays ['edge_index'].",
+        "d.parquet": "field 'w': expected an edge weight: a finite number >= 0. Got 'heavy' in row 1.",
+        "e.parquet": "field 'w': missing edge weight in row 1.",
+        "f.parquet": "expected a third column of edge weights (--weighted). Got 2 columns: ['s', 't'].",
+    }
+    for name, tail in expected.items():
+        with pytest.raises(InputFileError) as info:
+            read_edges(tmp_path / name, weighted=True)
+        assert str(info.value).startswith(str(tmp_path / name)) and str(info.value).endswith(tail), str(info.value)

@@ -175,3 +175,29 @@ def test_a_run_stopped_by_its_time_limit_resumes_under_a_higher_one(tmp_path):
     resumed = gaescale.train(resume=True, **kw)
     assert [h["epoch"] for h in resumed.metrics["history"]] == [1, 2, 3, 4, 5, 6]
     assert resumed.metrics["history"][0] == cut.metrics["history"][0]
+
+
+@pytest.mark.parametrize("strategy", ["full", "cluster", "fastgae", "neighbor"])
+def test_weights_of_one_train_the_unweighted_model_and_other_weights_another(tmp_path, strategy):
+    import dataclasses
+    data = community_graph(400, 1600, seed=4)
+    kw = dict(hidden="8", dim=4, epochs=4, quiet=True, seed=3, strategy=strategy, report=False,
+              **{"full": {}, "cluster": dict(cluster_parts=4, clusters_per_batch=2),
+                 "fastgae": dict(fastgae_nodes=200), "neighbor": dict(batch_size=256, fanouts="5,5")}[strategy])
+    plain = gaescale.train(data=data, **kw)
+    ones = gaescale.train(data=dataclasses.replace(data, edge_weight=np.ones(1600, np.float32)), weighted=True,
+                          out=str(tmp_path / "run"), **kw)
+    assert np.allclose(plain.embeddings, ones.embeddings, atol=1e-5)
+    w = np.random.default_rng(0).uniform(0.1, 5.0, 1600).astype(np.float32)
+    other = gaescale.train(data=dataclasses.replace(data, edge_weight=w), weighted=True, **kw)
+    assert not np.allclose(plain.embeddings, other.embeddings, atol=1e-3)
+    with np.load(tmp_path / "run" / "graph.npz") as g:  # the run records the weights; topk reads them back
+        assert g["data"].shape == g["indices"].shape and np.all(g["data"] == 1)
+    from gaescale.run.rundir import Run
+    assert Run.open(tmp_path / "run").graph().weighted
+
+
+def test_weighted_needs_weights():
+    data = community_graph(200, 600, seed=4)
+    with pytest.raises(gaescale.ParameterError, match="must be used with edges that have weights"):
+        gaescale.train(data=data, weighted=True, epochs=1, quiet=True)

@@ -299,3 +299,34 @@ def test_every_strategy_weighs_the_vgae_kl_per_node_of_the_whole_graph(name):
     assert (model.mu.shape[0] == n) is (name in ("full", "fastgae")) and kl > 0.1
     model.kl = lambda: torch.zeros(())  # the same step without its KL term: the reconstruction alone
     assert with_kl - first_step() == pytest.approx(kl / n, rel=1e-4)
+
+
+def test_neighbor_subgraph_and_weights_of_keep_a_weighted_graphs_weights():
+    n = 60
+    ei = random_edges(n, 200, seed=9)
+    w = np.random.default_rng(9).uniform(0.1, 3.0, 200).astype(np.float32)
+    wmat = np.zeros((n, n), np.float32)
+    wmat[ei[0], ei[1]] = w
+    wmat[ei[1], ei[0]] = w
+    g = Graph.from_edge_index(ei, n, edge_weight=w)
+    u, v = np.random.default_rng(0).integers(0, n, (2, 500))
+    assert np.array_equal(g.weights_of(u, v), wmat[u, v])  # 0 for a non-edge
+    sub, _ = neighbor_subgraph(g, np.array([3, 17, 40]), [4, 3], torch.Generator().manual_seed(1))
+    dense = sub.weighted_adjacency().toarray()
+    ids = sub.node_ids
+    assert sub.num_edges > 10 and np.array_equal(dense, np.where(dense > 0, wmat[np.ix_(ids, ids)], 0))
+
+
+@pytest.mark.parametrize("kind", ["bce", "mse", "linear-mse"])
+def test_minibatch_loss_weights_its_edges_as_the_full_loss_does(kind):
+    # the dense terms cancel: (weighted - unweighted) of a batch of every edge = the same difference of the full loss
+    n = 50
+    ei = torch.from_numpy(random_edges(n, 120, seed=2))
+    w = torch.from_numpy(np.random.default_rng(2).uniform(0.1, 3.0, 120))
+    z = torch.randn(n, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    s_pos, none = (z[ei[0]] * z[ei[1]]).sum(1), z.new_zeros(0)
+    batch = dict(num_nodes=n, num_edge_pairs=240, edge_fraction=1.0, kind=kind)
+    got = minibatch_loss(s_pos, none, pos_weight=w, **batch) - minibatch_loss(s_pos, none, **batch)
+    full = (reconstruction_loss(z, ei, n, kind=kind, dense="exact", edge_weight=w)
+            - reconstruction_loss(z, ei, n, kind=kind, dense="exact"))
+    assert torch.allclose(got, full, rtol=1e-6, atol=1e-10)

@@ -54,7 +54,8 @@ def load_edges(config: TrainConfig) -> EdgeList:
     """Read ``config.edges`` and, if given, ``config.features``."""
     if config.edges is None:
         raise ParameterError("edges", "train", "the path of an edge list", None)
-    data = read_edges(config.edges, ids=config.ids, header=config.header)
+    data = read_edges(config.edges, ids=config.ids, header=config.header, weighted=config.weighted,
+                      weight_column=config.weight_column)
     if config.features is not None:
         data = attach_features(data, config.features)
     return data
@@ -77,7 +78,7 @@ def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | 
     copy = _run_copy(config, out, log) if data is None else None
     if copy is not None:
         return mapped(copy, log, t)
-    inputs = in_memory(data if data is not None else load_edges(config), log, t)
+    inputs = in_memory(data if data is not None else load_edges(config), log, t, weighted=config.weighted)
     log_features(inputs.x, log)
     return inputs
 
@@ -111,9 +112,13 @@ def _run_copy(config: TrainConfig, out: Path | None, log) -> Path | None:
     return None
 
 
-def in_memory(data: EdgeList, log, t: float) -> Inputs:
-    """The graph of ``data`` (read since ``t``), checked to have edges, and its features as a tensor."""
-    graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+def in_memory(data: EdgeList, log, t: float, *, weighted: bool = False) -> Inputs:
+    """The graph of ``data`` (read since ``t``), checked to have edges, and its features as a tensor;
+    ``weighted``: with the weights of ``data.edge_weight`` (else they are not used)."""
+    if weighted and data.edge_weight is None:
+        raise ParameterError("weighted", "train", "used with edges that have weights (an EdgeList given as data "
+                                                  "without edge_weight)", True)
+    graph = Graph.from_edge_index(data.edge_index, data.num_nodes, edge_weight=data.edge_weight if weighted else None)
     log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
     graph.require_edges(data.source or "the graph")
     x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))

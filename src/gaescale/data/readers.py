@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputFileError
+from . import weights
 
 HEADER_WORDS = {"src", "dst", "source", "target", "from", "to", "node1", "node2", "head", "tail", "id1", "id2",
                 "source_id", "target_id", "src_id", "dst_id", "node", "neighbor", "neighbour", "u", "v"}
@@ -29,6 +30,7 @@ class EdgeList:
     num_nodes: int
     node_ids: np.ndarray | None
     x: np.ndarray | None = None  # features stored with the graph (.npz 'x')
+    edge_weight: np.ndarray | None = None  # (E,) float32, the weight of each edge_index column; None: all 1
     source: str = ""
 
 
@@ -48,17 +50,26 @@ def _suffix(p: Path) -> str:
     return s[:-3].rsplit(".", 1)[-1] if s.endswith(".gz") else s.rsplit(".", 1)[-1]
 
 
-def read_edges(path, *, ids: str = "auto", header: str = "auto") -> EdgeList:
-    """Read an edge list; the format follows the file's extension (text for anything unrecognised)."""
+def read_edges(path, *, ids: str = "auto", header: str = "auto", weighted: bool = False,
+               weight_column: str | None = None) -> EdgeList:
+    """Read an edge list; the format follows the file's extension (text for anything unrecognised).
+    ``weighted``: read each edge's weight too (:mod:`gaescale.data.weights`) into ``edge_weight``: the third
+    column of a text or Parquet table (or the one named ``weight_column``), an ``.npz``'s ``edge_weight``."""
     p = check_file(path)
     ext = _suffix(p)
+    if weight_column is not None and ext in ("npy", "npz"):
+        raise InputFileError(p, f"a .{ext} edge list has no named columns (--weight-column {weight_column}); an .npz "
+                                "holds its weights in the array 'edge_weight'.")
     if ext == "npy":
+        if weighted:
+            raise InputFileError(p, "a .npy edge list holds no edge weights (--weighted); use an .npz with "
+                                    "'edge_index' and 'edge_weight', or a text or Parquet table with a weight column.")
         return _from_index_array(p, _load_npy(p), None)
     if ext == "npz":
-        return _read_npz(p)
+        return _read_npz(p, weighted)
     if ext in ("parquet", "pq"):
-        return _read_parquet(p, ids)
-    return _read_text(p, ids, header)
+        return _read_parquet(p, ids, weighted, weight_column)
+    return _read_text(p, ids, header, weighted, weight_column)
 
 
 # ---------------------------------------------------------------- binary formats (ids are indices)
@@ -70,7 +81,7 @@ def _load_npy(p: Path) -> np.ndarray:
         raise InputFileError(p, f"not a readable .npy array ({type(exc).__name__}: {exc}).") from None
 
 
-def _read_npz(p: Path) -> EdgeList:
+def _read_npz(p: Path, weighted: bool = False) -> EdgeList:
     try:
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -93,6 +104,8 @@ def _read_npz(p: Path) -> EdgeList:
     if x is not None and x.shape[0] != el.num_nodes:
         raise InputFileError(p, f"'x' has {x.shape[0]} rows but the graph has {el.num_nodes} nodes.", field="x")
     el.x = x
+    if weighted:
+        el.edge_weight = weights.npz_weights(p, arrays, el.edge_index.shape[1])
     return el
 
 
@@ -203,7 +216,7 @@ def integer_ids(p: Path, s: np.ndarray, name: str, line_of=None, hint: str = "")
     return s.astype(np.int64)
 
 
-def _read_parquet(p: Path, ids: str) -> EdgeList:
+def _read_parquet(p: Path, ids: str, weighted: bool = False, weight_column: str | None = None) -> EdgeList:
     import pyarrow.parquet as pq
     try:
         table = pq.read_table(p)
@@ -220,9 +233,13 @@ def _read_parquet(p: Path, ids: str) -> EdgeList:
         if c.null_count:
             i = int(np.argmax(c.is_null().to_numpy(zero_copy_only=False)))
             raise InputFileError(p, f"missing node id in row {i}.", field=name)
+    w = weights.parquet_weights(p, table, weight_column) if weighted else None
     if all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in columns):
-        return _text_ids(p, columns, ids, names, lambda i: None)
-    return _mapped(p, [_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name) for name, c in zip(names, columns)])
+        el = _text_ids(p, columns, ids, names, lambda i: None)
+    else:
+        el = _mapped(p, [_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name) for name, c in zip(names, columns)])
+    el.edge_weight = w
+    return el
 
 
 def _mapped(p: Path, cols: list[np.ndarray]) -> EdgeList:
@@ -295,16 +312,22 @@ def _line_numbers(p: Path, has_header: bool) -> list[int]:
     return nums[1:] if has_header else nums
 
 
-def _read_text(p: Path, ids: str, header: str) -> EdgeList:
+def _read_text(p: Path, ids: str, header: str, weighted: bool = False, weight_column: str | None = None) -> EdgeList:
     import pandas as pd
     sep, has_header = sniff_text(p, header)
-    # Columns after the first two (weights, timestamps) are not read.
+    # Columns after the first two (weights, timestamps) are not read, but for the weight column with --weighted.
+    wcol = _weight_column(p, sep, has_header, weight_column) if weighted else None
     try:
         df = pd.read_csv(p, sep=sep if sep else r"\s+", header=0 if has_header else None, comment="#",
-                         skip_blank_lines=True, usecols=[0, 1], engine="c", dtype=str if ids == "str" else None)
+                         skip_blank_lines=True, usecols=[0, 1] if wcol is None else [0, 1, wcol], engine="c",
+                         dtype=str if ids == "str" else None)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
         _diagnose_text(p, sep, has_header)
         raise InputFileError(p, f"could not parse the edge list ({exc}).") from None
+    w_raw = None
+    if wcol is not None:
+        w_raw = df.iloc[:, 2].to_numpy()
+        df = df.iloc[:, :2]
     df.columns = [0, 1]
     if len(df) == 0:
         raise InputFileError(p, "the edge list has no edges (only a header, blank lines or comments).")
@@ -319,11 +342,37 @@ def _read_text(p: Path, ids: str, header: str) -> EdgeList:
         lines = lines or _line_numbers(p, has_header)
         return lines[i]
 
+    w = None if wcol is None else _text_weights(p, w_raw, sep, has_header, wcol, weight_column, line_of)
     names = ("source", "target")
     if all(df[c].dtype.kind not in "iuf" for c in (0, 1)):
         import pyarrow as pa
-        return _text_ids(p, [pa.array(df[c]) for c in (0, 1)], ids, names, line_of)
-    return _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)])
+        el = _text_ids(p, [pa.array(df[c]) for c in (0, 1)], ids, names, line_of)
+    else:
+        el = _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)])
+    el.edge_weight = w
+    return el
+
+
+def _weight_column(p: Path, sep, has_header: bool, weight_column: str | None) -> int:
+    """Where the weight column is in a text edge list (:func:`gaescale.data.weights.text_column`)."""
+    no, first = next(_data_lines(p))
+    return weights.text_column(p, _split(first, sep), has_header, weight_column, no)
+
+
+def _text_weights(p: Path, raw: np.ndarray, sep, has_header: bool, wcol: int, weight_column, line_of) -> np.ndarray:
+    """The parsed weight column ``raw: (E,)`` checked (:func:`gaescale.data.weights.text_weights`); a bad value is
+    named by its line and its text there, read back by a scan of the file up to that line."""
+    field = weight_column or "weight"
+    if has_header and weight_column is None:
+        field = _split(next(_data_lines(p))[1], sep)[wcol]
+
+    def token_of(line: int):
+        for no, text in _data_lines(p):
+            if no == line:
+                toks = _split(text, sep)
+                return toks[wcol] if len(toks) > wcol and toks[wcol] != "" else None
+        return None
+    return weights.text_weights(p, raw, field, line_of, token_of)
 
 
 def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:

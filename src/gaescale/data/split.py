@@ -43,11 +43,12 @@ class EdgeSplit:
     test_neg: np.ndarray
     num_nodes: int
     graph: Graph | None = None  # the training graph, when the split built it (split_hashed); train is then None
+    train_weight: np.ndarray | None = None  # (k,) float32 the weight of each train edge (a weighted graph's)
 
     def train_graph(self) -> Graph:
         if self.graph is not None:
             return self.graph
-        return Graph.from_edge_index(self.train, self.num_nodes, canonical=True)
+        return Graph.from_edge_index(self.train, self.num_nodes, canonical=True, edge_weight=self.train_weight)
 
     @property
     def num_train(self) -> int:
@@ -92,7 +93,8 @@ def _check_hashed_fractions(owner: str, val_fraction, test_fraction) -> None:
 
 
 def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0) -> EdgeSplit:
-    """Split the undirected edges of ``graph`` (fractions of its edges, rounded down)."""
+    """Split the undirected edges of ``graph`` (fractions of its edges, rounded down); the training edges of a
+    weighted graph keep their weights (``train_weight``)."""
     _check_fractions("split_edges", val_fraction, test_fraction)
     graph.require_edges()
     edges = graph.edge_index()
@@ -108,7 +110,10 @@ def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float =
     pick = lambda idx: edges[:, np.sort(idx)]  # noqa: E731 - sorted keeps the CSR build cheap
     train, val_pos, test_pos = pick(perm[:n_train]), pick(perm[n_train:n_train + n_val]), pick(perm[n_train + n_val:])
     neg = sample_non_edges(n_val + n_test, graph.num_nodes, e, graph.has_edges, rng)
-    return EdgeSplit(train, val_pos, neg[:, :n_val], test_pos, neg[:, n_val:], graph.num_nodes)
+    weights = graph.edge_weight()
+    train_weight = None if weights is None else weights[np.sort(perm[:n_train])]
+    return EdgeSplit(train, val_pos, neg[:, :n_val], test_pos, neg[:, n_val:], graph.num_nodes,
+                     train_weight=train_weight)
 
 
 def _edge_hash(u: np.ndarray, v: np.ndarray, num_nodes: int, seed: int) -> np.ndarray:

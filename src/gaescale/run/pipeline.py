@@ -15,7 +15,9 @@ import torch
 from .. import logs
 from ..config import TrainConfig, tagged
 from ..data.inputs import as_array, as_tensor, read_inputs
+from ..data.prepare import is_prepared
 from ..data.readers import EdgeList
+from ..data.weights import refuse_unsupported
 from ..devices import resolve_device
 from ..encoders import ENCODERS
 from ..errors import DistributedError, ParameterError
@@ -30,7 +32,7 @@ from ..training.evaluate import link_scores
 from ..training.heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
 from ..training.samplers import metis_parts
 from ..training.selection import selection_note
-from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
+from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch, weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
@@ -84,6 +86,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     device, out = _start(config, rt, log)
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
+    refuse_unsupported(config, prepared=data is None and is_prepared(config.edges), world_size=rt.world_size)
     inputs = read_inputs(config, data, log, out=out, runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
     config = _resolve(config, num_features, log)
@@ -92,6 +95,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
                    device=device, log=log)
     csr = (graph.indptr, graph.indices) if rt.is_main else None  # for graph.npz (topk --exclude-existing, the report)
+    if csr is not None and graph.data is not None:
+        csr += (graph.data,)  # a weighted graph's weights: graph.npz 'data'; fingerprinted with the CSR
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, inputs.x, log, rt,
                                           prepared=inputs.prepared is not None)
     sizes = _Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
@@ -300,7 +305,10 @@ def _baselines(train_graph: Graph | None, split, log, seed: int) -> dict | None:
 
 
 def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
-    """``(2, E)`` the training edges (plus ``(i, i)`` for every node when the target is ``A + I``)."""
+    """``(2, E)`` the training edges (plus ``(i, i)`` for every node when the target is ``A + I``); a weighted
+    graph's as a :class:`gaescale.sparse.PairIndex` with their weights."""
+    if train_graph.weighted:
+        return weighted_pairs(train_graph, self_loops)
     edges = split.train if split.train is not None else train_graph.edge_index()
     return torch.from_numpy(with_self_loops(edges, train_graph.num_nodes, self_loops))
 

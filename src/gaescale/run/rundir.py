@@ -7,7 +7,8 @@ Layout (every file written atomically)::
     embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
     node_bias.npy   (N,) float32, with --decoder bias: the logit of (i, j) is z_i . z_j + b_i + b_j
     nodes.tsv       original node ids, one per line
-    graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR; or
+    graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR (with --weighted also
+                    data (2E,) float32, the weight of each entry); or
     graph.json      {"prepared": DIR} when the run trained on a 'gaescale prepare' directory (relative to the
                     run: its own copy, OUT/prepared)
     heldout.npz     val_pos, val_neg, test_pos, test_neg: (2, P) int64 node indices
@@ -152,7 +153,8 @@ class Run:
             return open_prepared(self.path / json.loads(ref.read_text())["prepared"]).graph
         with np.load(self._file("graph.npz"), allow_pickle=False) as g:
             indptr, indices = g["indptr"], g["indices"]
-        return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1))
+            data = g["data"] if "data" in g.files else None  # a weighted graph's edge weights
+        return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1), data=data)
 
     def heldout(self) -> dict[str, np.ndarray]:
         with np.load(self._file("heldout.npz"), allow_pickle=False) as h:
@@ -206,7 +208,7 @@ def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarr
         write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
         (out / "graph.npz").unlink(missing_ok=True)
     else:
-        write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1])
+        write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1], **({"data": csr[2]} if len(csr) > 2 else {}))
         (out / "graph.json").unlink(missing_ok=True)
         shutil.rmtree(out / "split", ignore_errors=True)  # a prepared graph's split, of an earlier run
     write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,

@@ -26,7 +26,8 @@ def induced_subgraph(graph: Graph, nodes: np.ndarray, *, edges=None) -> Graph:
     """The subgraph of ``graph`` induced by ``nodes: (n,)`` (distinct node indices), relabelled ``0..n-1`` in
     the given order; ``node_ids`` keeps the original indices. O(sum of the nodes' degrees), vectorised.
     ``edges(u, v) -> (k,) bool``: keep only the edges it accepts (of ``graph``'s node indices), e.g. the
-    training edges of a split of ``graph`` (:func:`gaescale.split.hashed_is_train`)."""
+    training edges of a split of ``graph`` (:func:`gaescale.split.hashed_is_train`). A weighted graph's subgraph
+    keeps the weights of its edges."""
     nodes = np.asarray(nodes, np.int64)
     local = np.full(graph.num_nodes, -1, np.int64)
     local[nodes] = np.arange(nodes.size)
@@ -35,7 +36,9 @@ def induced_subgraph(graph: Graph, nodes: np.ndarray, *, edges=None) -> Graph:
     keep = (cols >= 0) & (rows < cols)
     if edges is not None:
         keep[keep] = edges(nodes[rows[keep]], nodes[cols[keep]])
-    return Graph.from_edge_index(np.stack([rows[keep], cols[keep]]), nodes.size, canonical=True, node_ids=nodes)
+    weight = None if graph.data is None else np.asarray(graph.data)[slots[keep]]
+    return Graph.from_edge_index(np.stack([rows[keep], cols[keep]]), nodes.size, canonical=True, node_ids=nodes,
+                                 edge_weight=weight)
 
 
 def _adjacency_slots(graph: Graph, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,4 +163,6 @@ def neighbor_subgraph(graph: Graph, seeds: np.ndarray, fanouts: list[int],
     keys = sorted_unique(np.concatenate([u * nc + v, v * nc + u]))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(keys // nc, minlength=nodes.size))]).astype(np.int64)
     indices = (keys % nc).astype(np.int32 if nodes.size < 2**31 else np.int64)
-    return Graph(indptr, indices, int(nodes.size), None, nodes), hops
+    # a weighted graph's sampled edges keep their weights (looked up by binary search in its CSR)
+    data = None if graph.data is None else graph.weights_of(nodes[keys // nc], nodes[keys % nc])
+    return Graph(indptr, indices, int(nodes.size), None, nodes, data), hops

@@ -39,11 +39,25 @@ class FullBatch:
 
 
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
-    """The training pairs of a subgraph (its edges, plus ``(i, i)`` for the A + I target); None if it has none."""
-    edges = with_self_loops(sub.edge_index(), sub.num_nodes, self_loops)
-    if edges.shape[1] == 0:
+    """The training pairs of a subgraph (its edges, plus ``(i, i)`` for the A + I target), with their weights
+    when it is weighted (:func:`weighted_pairs`); None if it has none."""
+    if sub.num_edges == 0 and not (self_loops and sub.num_nodes):
         return None
-    return PairIndex.from_pairs(torch.from_numpy(edges), sub.num_nodes)
+    return weighted_pairs(sub, self_loops)
+
+
+def weighted_pairs(graph: Graph, self_loops: bool, edges: np.ndarray | None = None,
+                   weights: np.ndarray | None = None) -> PairIndex:
+    """The training pairs of ``graph``: ``edges: (2, E)`` (default its own, each once) plus ``(i, i)`` for every
+    node with ``self_loops``, with their weights (``weights: (E,)``, default the graph's; a self loop weighs 1)
+    when the graph is weighted."""
+    if edges is None:
+        edges, weights = graph.edge_index(), graph.edge_weight()
+    pairs = torch.from_numpy(with_self_loops(edges, graph.num_nodes, self_loops))
+    if weights is None:
+        return PairIndex.from_pairs(pairs, graph.num_nodes)
+    w = np.concatenate([weights, np.ones(pairs.shape[1] - weights.size, np.float32)])
+    return PairIndex.from_pairs(pairs, graph.num_nodes, torch.from_numpy(w))
 
 
 def _kl_nodes(model, graph: Graph) -> dict:
@@ -167,10 +181,20 @@ class NeighborLinks:
             where = where.to(z.device)
             s = model.logits(z, where)
             loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
-                                  **weights)
+                                  pos_weight=_pos_weights(graph, pos, loops, z.device), **weights)
             if hasattr(model, "kl"):
                 loss = loss + model.kl() / n
             yield loss
+
+
+def _pos_weights(graph: Graph, pos: np.ndarray, loops: np.ndarray, device) -> torch.Tensor | None:
+    """``(B,)`` the weights of a weighted graph's drawn training edges ``pos: (2, B)`` (a self loop of the
+    ``A + I`` target, ``loops``, weighs 1); None for an unweighted graph."""
+    if graph.data is None:
+        return None
+    w = graph.weights_of(pos[0], pos[1])
+    w[loops] = 1.0
+    return torch.from_numpy(w).to(device)
 
 
 class ShardedFullBatch:
