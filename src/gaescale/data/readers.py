@@ -29,6 +29,7 @@ class EdgeList:
     num_nodes: int
     node_ids: np.ndarray | None
     x: np.ndarray | None = None  # features stored with the graph (.npz 'x')
+    edge_weight: np.ndarray | None = None  # (E,) float32, the weight of each edge_index column; None: all 1
     source: str = ""
 
 
