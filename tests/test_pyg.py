@@ -138,13 +138,14 @@ def _transpose_order(graph: Graph) -> np.ndarray:
     return np.searchsorted(keys, graph.indices.astype(np.int64) * graph.num_nodes + rows)
 
 
-@pytest.mark.parametrize("strategy", ["full", "cluster", "fastgae"])
+@pytest.mark.parametrize("strategy", ["full", "cluster", "fastgae", "neighbor"])
 def test_a_pyg_encoder_trains_under_each_strategy_in_place(strategy):
     g, data = _data(1000, 5000, seed=4)
     torch.manual_seed(0)
     net = GcnNet()
     before = [p.detach().clone() for p in net.parameters()]
-    extra = dict(cluster_parts=10, clusters_per_batch=5) if strategy == "cluster" else {}
+    extra = {"cluster": dict(cluster_parts=10, clusters_per_batch=5),
+             "neighbor": dict(fanouts="5,5,5", batch_size=1024)}.get(strategy, {})
     r = gaescale.train(data=data, encoder=PyGEncoder(net), loss="mse", strategy=strategy, epochs=15, quiet=True,
                        report=False, eval_every=5, **extra)
     assert r.model.encoder.module is net and any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
@@ -171,6 +172,9 @@ def test_what_a_pyg_encoder_cannot_do_is_refused_before_training(tmp_path):
                                      "'neighbor' with a custom encoder"),
              (dict(strategy="neighbor"), "The 'fanouts' parameter of train must be given with strategy='neighbor'"),
              (dict(checkpoint_activations=True), "The 'checkpoint_activations' parameter of train must be False"),
+             (dict(hidden="16"), "The 'hidden' parameter of train must be left unset with a custom encoder"),
+             (dict(decoder="hadamard"), "The 'dim' parameter of train must be given with a custom encoder if and "
+                                        "only if decoder='hadamard'"),
              (dict(encoder=GcnNet()), "The 'encoder' parameter of train must be a gaescale encoder, forward(x, graph): "
                                       "wrap a PyG module as gaescale.pyg.PyGEncoder(module). Got GcnNet instead.")]
     for options, message in cases:

@@ -9,6 +9,7 @@ edge_weight)``, so neither needs PyG installed.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import weakref
@@ -285,7 +286,8 @@ def check_custom_encoder(encoder: nn.Module, config, runtime, *, prepared: bool)
     """Refuse, before anything is read or trained, what a custom encoder cannot do: another process group
     (torchrun), a memory-mapped graph (embedded layer by layer), ``strategy='auto'`` (the planner predicts
     gaescale's own encoders), neighbour sampling without ``fanouts`` (one per message-passing layer, which
-    gaescale cannot count), ``checkpoint_activations``."""
+    gaescale cannot count), ``checkpoint_activations``; and the model options that the module's own layers decide
+    (``hidden``, ``dropout``; ``dim`` but as the Hadamard decoder's input width)."""
     name = _Got(describe(encoder))
     if runtime.world_size > 1:
         raise ParameterError("encoder", "train", "one of gaescale's own encoders under torchrun (the sharded and "
@@ -302,6 +304,24 @@ def check_custom_encoder(encoder: nn.Module, config, runtime, *, prepared: bool)
     if config.checkpoint_activations:
         raise ParameterError("checkpoint_activations", "train", "False with a custom encoder (its layers are not "
                                                                 "known to gaescale)", True)
+    for name, unset in (("hidden", config.hidden is None), ("dropout", config.dropout == 0.0)):
+        if not unset:  # the module's own layers decide them: a value here would be silently ignored
+            raise ParameterError(name, "train", "left unset with a custom encoder (its layers are its own)",
+                                 getattr(config, name))
+    if (config.decoder == "hadamard") != (config.dim is not None):
+        raise ParameterError("dim", "train", "given with a custom encoder if and only if decoder='hadamard' (the "
+                                             "encoder's output width, the MLP decoder's input)", config.dim)
+
+
+def resolve_custom(config):
+    """``config`` resolved for a custom encoder. Its encoder fields do not describe the module; they are filled in
+    as a GCN with one layer per fan-out (what neighbour sampling checks ``fanouts`` against; two without), so that
+    the configuration validates and every default (``lr``: 0.01) is set. model.pt names the module
+    (:func:`gaescale.run.rundir.custom_encoder_name`)."""
+    if config.resolved:
+        return config
+    depth = len(config.fanouts) if config.fanouts else 2
+    return dataclasses.replace(config, encoder="gcn", hidden=(16,) * (depth - 1))
 
 
 def to_pyg(run):

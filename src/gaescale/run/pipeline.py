@@ -26,7 +26,7 @@ from ..outputs import check_out_dir, write_json
 from ..parallel.placement import Placement, place
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
-from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe
+from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, resolve_custom
 from ..training.checkpoint import Checkpointer
 from ..training.evaluate import link_scores
 from ..training.heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
@@ -96,7 +96,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     t_start = time.perf_counter()
     inputs = read_inputs(config, data, log, out=out, runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
-    config = _resolve(config, num_features, log if custom is None else (lambda m: None))
+    config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
     if custom is not None:
         log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
     strategy_name = _choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
