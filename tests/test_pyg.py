@@ -60,6 +60,7 @@ def test_from_pyg_reads_edges_features_weights_and_ids_of_a_data():
 def test_to_pyg_of_a_run_and_from_pyg_back_give_the_same_graph_and_embeddings(tmp_path):
     g, data = _data()
     result = gaescale.train(data=data, out=str(tmp_path / "run"), hidden="8", dim=4, **FAST)
+    assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)["custom_encoder"] is None  # gaescale's GCN
     graph = Graph.from_edge_index(g.edge_index, g.num_nodes)
     for run in (result, tmp_path / "run"):  # the RunResult, and the run directory read back
         out = to_pyg(run)
@@ -154,13 +155,16 @@ def test_a_pyg_encoder_trains_under_each_strategy_in_place(strategy):
     assert r.metrics["test_auc"] > 0.8 and r.metrics["beats_baselines"], r.metrics["test_auc"]
 
 
-def test_a_featureless_graph_trains_through_the_learnt_input_table():
+def test_a_featureless_graph_trains_through_the_learnt_input_table_and_model_pt_names_the_encoder(tmp_path):
     g, _ = _data(300, 1200, seed=5)
     data = Data(edge_index=torch.from_numpy(g.edge_index), num_nodes=g.num_nodes)
     torch.manual_seed(0)
     enc = PyGEncoder(GcnNet((16, 16, 8)), num_nodes=g.num_nodes, in_dim=16)
-    r = gaescale.train(data=data, encoder=enc, **FAST)
+    r = gaescale.train(data=data, encoder=enc, out=str(tmp_path / "run"), **FAST)
     assert r.embeddings.shape == (300, 8) and np.isfinite(r.embeddings).all()
+    saved = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
+    assert saved["custom_encoder"] == "gaescale.pyg.PyGEncoder" and "encoder.table" in saved["state_dict"]
+    np.testing.assert_array_equal(np.load(tmp_path / "run" / "embeddings.npy"), r.embeddings)
     with pytest.raises(ParameterError, match="node features, or a PyGEncoder"):
         PyGEncoder(GcnNet())(None, Graph.from_edge_index(g.edge_index, g.num_nodes))
 
