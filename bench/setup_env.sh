@@ -19,7 +19,7 @@ stamp="$(cat "$reqs" "$repo/pyproject.toml" <("$venv/bin/python" -VV) | sha256su
 
 if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]] \
     && "$venv/bin/python" -c "from importlib.metadata import version as v
-for d in ('torch', 'torch_geometric', 'psutil', 'gaescale'): v(d)" 2>/dev/null; then
+for d in ('torch', 'torch_geometric', 'psutil', 'pytest', 'gaescale'): v(d)" 2>/dev/null; then
     echo "$venv is up to date" >&2
     exit 0
 fi

@@ -6,6 +6,7 @@ that nothing was written: the directory tree is the same before and after.
 """
 import os
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -259,6 +260,18 @@ def test_bad_input_catalogue(tmp_path, capsys, trained, case):
     assert _tree(tmp_path) == before  # no partial output, nothing touched
 
 
+class _BarePyG(__import__("torch").nn.Module):
+    """A PyG-style module, forward(x, edge_index)."""
+
+    def forward(self, x, edge_index):
+        return x
+
+
+def _PyGEncoder(module):
+    from gaescale.pyg import PyGEncoder
+    return PyGEncoder(module)
+
+
 API = {
     "loss kind": (lambda: gaescale.reconstruction_loss(__import__("torch").zeros(4, 2),
                                                        __import__("torch").tensor([[0], [1]]), 4, kind="hinge"),
@@ -280,6 +293,37 @@ API = {
     "embed block": (lambda: __import__("gaescale.run.embed").run.embed.embed("run", "e.txt", block=0),
                     gaescale.ParameterError, "The 'block' parameter of embed must be an int >= 1, None or 'auto'. "
                                              "Got 0 instead."),
+    "from_pyg: no edge_index": (
+        lambda: gaescale.from_pyg(SimpleNamespace(x=np.ones((3, 2)))), gaescale.ParameterError,
+        "The 'data' parameter of from_pyg must be a torch_geometric Data (or an object) with an 'edge_index' "
+        "attribute. Got SimpleNamespace without edge_index instead."),
+    "from_pyg: edge_index shape": (
+        lambda: gaescale.from_pyg(SimpleNamespace(edge_index=np.zeros((3, 4), int))), gaescale.ParameterError,
+        "The 'data.edge_index' parameter of from_pyg must be a (2, E) tensor of node indices. Got shape (3, 4) "
+        "instead."),
+    "from_pyg: index past num_nodes": (
+        lambda: gaescale.from_pyg(SimpleNamespace(edge_index=np.array([[0, 1], [1, 5]]), num_nodes=4)),
+        gaescale.ParameterError, "The 'data.edge_index' parameter of from_pyg must be node indices in "
+                                 "[0, num_nodes=4). Got indices from 0 to 5 instead."),
+    "from_pyg: negative weight": (
+        lambda: gaescale.from_pyg(SimpleNamespace(edge_index=np.array([[0, 1], [1, 2]]),
+                                                  edge_weight=np.array([1.0, -2.0]))),
+        gaescale.ParameterError, "The 'data.edge_weight' parameter of from_pyg must be finite edge weights >= 0. "
+                                 "Got -2.0 at column 1 instead."),
+    "from_pyg: features rows": (
+        lambda: gaescale.from_pyg(SimpleNamespace(edge_index=np.array([[0, 1], [1, 2]]), x=np.ones((2, 3)),
+                                                  num_nodes=3)),
+        gaescale.ParameterError, "The 'data.x' parameter of from_pyg must be (num_nodes=3, F) features, one row per "
+                                 "node. Got shape (2, 3) instead."),
+    "train: a bare PyG module": (
+        lambda: gaescale.train(data=gaescale.community_graph(40, 80), encoder=_BarePyG()), gaescale.ParameterError,
+        "The 'encoder' parameter of train must be a gaescale encoder, forward(x, graph): wrap a PyG module as "
+        "gaescale.pyg.PyGEncoder(module). Got _BarePyG instead."),
+    "train: custom encoder, strategy auto": (
+        lambda: gaescale.train(data=gaescale.community_graph(40, 80), encoder=_PyGEncoder(_BarePyG()),
+                               strategy="auto"), gaescale.ParameterError,
+        "The 'strategy' parameter of train must be 'full', 'cluster', 'fastgae' or 'neighbor' with a custom encoder "
+        "(the planner predicts gaescale's own encoders). Got 'auto' instead."),
 }
 
 

@@ -27,6 +27,7 @@ from ..outputs import check_out_dir, write_json
 from ..parallel.placement import Placement, place
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
+from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, resolve_custom
 from ..training.checkpoint import Checkpointer
 from ..training.evaluate import link_scores
 from ..training.heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
@@ -49,16 +50,20 @@ class RunResult:
     metrics: dict[str, Any]
     out_dir: Path | None
     node_bias: np.ndarray | None = None  # (N,) float32 with decoder='bias': s_ij = z_i . z_j + b_i + b_j
+    csr: tuple | None = None  # (indptr (N + 1,), indices (2E,)): the cleaned input graph, as graph.npz (to_pyg)
 
 
-def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> GAE:
+def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int, custom=None) -> GAE:
     """The GAE (or VGAE) of ``config`` (``encoder='auto'`` resolved for ``in_dim`` features, None: a learnt
-    table); a VGAE's encoder outputs ``2 * dim`` columns (mean and log std)."""
+    table); a VGAE's encoder outputs ``2 * dim`` columns (mean and log std). ``custom``: the encoder given as
+    ``train(encoder=module)`` (e.g. :class:`gaescale.pyg.PyGEncoder`) instead of the config's."""
     config = config.for_graph(in_dim)
     dims = config.encoder_dims
     encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
     pair_decoder = HadamardMLP(config.dim) if config.decoder == "hadamard" else None
-    return (VGAE if config.variational else GAE)(encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout),
+    if custom is None:
+        custom = encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout)
+    return (VGAE if config.variational else GAE)(custom,
                                                   node_bias=num_nodes if config.decoder == "bias" else None,
                                                   pair_decoder=pair_decoder)
 
@@ -69,7 +74,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     """Train a GCN graph autoencoder and, with ``config.out``, write its outputs.
 
     ``train(edges="edges.csv", out="run", hidden="16,16", dim=8)`` or ``train(TrainConfig(...))``;
-    ``data`` replaces reading ``config.edges`` (an :class:`EdgeList`, e.g. from :func:`community_graph`).
+    ``data`` replaces reading ``config.edges`` (an :class:`EdgeList`, e.g. from :func:`community_graph`, or a PyG
+    ``Data``: :func:`gaescale.pyg.from_pyg`). ``encoder`` may be a module (``forward(x, graph) -> z``, e.g.
+    :class:`gaescale.pyg.PyGEncoder`): it is trained, in place, instead of the config's (see docs/pyg.md).
     ``runtime`` (:func:`gaescale.parallel.runtime.resolve`; ``group`` is its old name): under torchrun this
     process is one rank of a data-parallel group (see :mod:`gaescale.parallel.runtime`); only rank 0 logs,
     evaluates and writes, and only rank 0 returns a result (the others return None). ``on_epoch(record)`` is
@@ -80,8 +87,12 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     The steps, in the order the data flows: read -> place (split, shard) -> strategy -> checkpointing -> model
     -> fit -> embed -> evaluate -> write.
     """
+    custom = custom_encoder(options)  # train(encoder=module): the config's encoder is a name
     config = _config(config, options)
     rt = runtime or group or Local()
+    data = as_edge_list(data)  # a PyG Data: from_pyg
+    if custom is not None:
+        check_custom_encoder(custom, config, rt, prepared=data is None and is_prepared(config.edges))
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
     device, out = _start(config, rt, log)
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
@@ -89,7 +100,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     refuse_unsupported(config, prepared=data is None and is_prepared(config.edges), world_size=rt.world_size)
     inputs = read_inputs(config, data, log, out=out, runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
-    config = _resolve(config, num_features, log)
+    config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
+    if custom is not None:
+        log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
     strategy_name = _choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
                                      prepared=inputs.prepared is not None, device=device, runtime=rt)
     placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
@@ -106,7 +119,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         placed.train_graph = None
         if not rt.is_main:
             inputs = placed.split = None
-    model = _model(config, sizes, device)
+    model = _model(config, sizes, device, custom)
     try:  # the tracker gets every epoch's record, the resumed ones first, and is closed even on an error
         tracker.start(resume["history"] if resume else ())
         fitted = _fit(config, model, placed, x, sizes, rt, log, checkpointer, resume, tracker.callback(on_epoch))
@@ -168,10 +181,10 @@ def _start(config: TrainConfig, runtime: Local, log) -> tuple[torch.device, Path
     return device, out
 
 
-def _model(config: TrainConfig, sizes: _Sizes, device) -> GAE:
+def _model(config: TrainConfig, sizes: _Sizes, device, custom=None) -> GAE:
     """The model of ``config``, its initial weights drawn from ``config.seed``, on ``device``."""
     torch.manual_seed(config.seed)
-    model = build_model(config, sizes.num_features, sizes.num_nodes).to(device)
+    model = build_model(config, sizes.num_features, sizes.num_nodes, custom).to(device)
     model.encoder.checkpoint_activations = config.checkpoint_activations
     return model
 
@@ -261,7 +274,7 @@ def _finish(config: TrainConfig, model: GAE, inputs, csr, split, fitted: _Fitted
                f"{metrics['seconds_per_epoch']:.3f} s/epoch, peak RSS {metrics['peak_rss_bytes'] / 2**30:.2f} GiB")
     baselines = baseline_summary(metrics)
     log(summary + (f"\n{baselines}" if baselines else "") + (f"\noutputs in {out}/" if out is not None else ""))
-    return RunResult(model, embeddings, inputs.node_ids, metrics, out, bias)
+    return RunResult(model, embeddings, inputs.node_ids, metrics, out, bias, csr)
 
 
 def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:

@@ -185,6 +185,14 @@ def embeddings_and_bias(model, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray 
     return np.ascontiguousarray(z.numpy(), dtype=np.float32), bias
 
 
+def custom_encoder_name(model) -> str | None:
+    """``module.Class`` of an encoder given to ``train(encoder=...)`` (model.pt then holds weights that
+    gaescale cannot rebuild a model for, e.g. a :class:`gaescale.pyg.PyGEncoder`); None for gaescale's own."""
+    from ..encoders import ENCODERS
+    enc = type(model.encoder)
+    return None if enc in ENCODERS.values() else f"{enc.__module__}.{enc.__qualname__}"
+
+
 def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarray,
                bias: np.ndarray | None, num_features: int | None, num_nodes: int) -> None:
     """The run directory's files but metrics.json and the report (layout: :mod:`gaescale.rundir`), each atomically;
@@ -201,7 +209,8 @@ def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarr
         write_ids(out / "nodes.tsv", inputs.node_ids)
     write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
                                    "config": config.to_dict(), "in_dim": num_features,
-                                   "num_nodes": int(num_nodes), "gaescale_version": __version__})
+                                   "num_nodes": int(num_nodes), "gaescale_version": __version__,
+                                   "custom_encoder": custom_encoder_name(model)})
     write_json(out / "config.json", config.to_dict())
     if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
         own = inputs.prepared.resolve().parent == out.resolve()
