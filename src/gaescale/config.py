@@ -51,6 +51,9 @@ class TrainConfig:
                     section="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", section="input",
                        choices=("auto", "yes", "no"))
+    directed: bool = _opt(False, "keep edge direction: (u, v) and (v, u) are two edges; source/target embeddings "
+                                 "with the asymmetric decoder z_s_u . z_t_v (--strategy full, one process; see "
+                                 "docs/directed.md)", "bool", section="input")
     encoder: str = _opt("auto", "encoder: gcn (Kipf & Welling), sage (GraphSAGE, mean aggregator), linear "
                                 "(one-hop A_hat X W, no hidden layers), auto (linear for a graph without features or "
                                 f"with at least {LINEAR_MIN_FEATURES} per node, unless --hidden is given; else gcn)",
@@ -170,6 +173,9 @@ class TrainConfig:
                                  ",".join(map(str, self.fanouts)))
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
+        if self.directed:
+            from .directed.checks import check_directed
+            check_directed(self)
 
     def for_graph(self, num_features: int | None) -> TrainConfig:
         """This configuration with ``encoder='auto'`` resolved for a graph with ``num_features`` features per node

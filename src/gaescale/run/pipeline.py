@@ -80,6 +80,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     config = _config(config, options)
     rt = runtime or group or Local()
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
+    if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
+        from ..directed.pipeline import train_directed
+        return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test)
     device, out = _start(config, rt, log)
     t_start = time.perf_counter()
     inputs = read_inputs(config, data, log, out=out, runtime=rt)
