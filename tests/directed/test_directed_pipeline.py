@@ -107,3 +107,14 @@ def test_cli_train_directed_then_topk(tmp_path):
     lines = (tmp_path / "top.tsv").read_text().splitlines()
     n = len((tmp_path / "run" / "nodes.tsv").read_text().splitlines())
     assert lines[0] == "node\trank\tcandidate\tscore\tprobability" and len(lines) == 1 + n * 3
+
+
+def test_several_processes_refuse_directed():
+    from types import SimpleNamespace
+
+    from gaescale.directed.pipeline import train_directed
+    from gaescale.errors import ParameterError
+    config = gaescale.TrainConfig(edges="e.txt", directed=True)
+    with pytest.raises(ParameterError, match=r"^The 'directed' parameter of train must be False under torchrun "
+                                             r"\(several processes do not support directed graphs yet\)\. Got True"):
+        train_directed(config, log=print, runtime=SimpleNamespace(world_size=2))
