@@ -50,6 +50,20 @@ class SourceTarget(nn.Module):
         return (halves(zu)[0] * halves(zv)[1]).sum(-1)
 
 
+class Gravity(nn.Module):
+    """The gravity-inspired decoder (Salha et al. 2019) on rows ``zu, zv: (..., k + 1)`` of ``[p | m]`` (a position
+    ``p`` and a mass ``m``): ``s_uv = m_v - lam log(||p_u - p_v||^2 + eps)``; returns ``(...)``. Not a bilinear form:
+    the loss takes it with ``dense='sampled'`` only, and ``(u, u)`` pairs are left out of the dense term."""
+
+    def __init__(self, lam: float = 1.0, eps: float = 1e-6):
+        super().__init__()
+        self.lam, self.eps = float(lam), float(eps)
+
+    def forward(self, zu: Tensor, zv: Tensor) -> Tensor:
+        d2 = (zu[..., :-1] - zv[..., :-1]).square().sum(-1)
+        return zv[..., -1] - self.lam * torch.log(d2 + self.eps)
+
+
 class SourceTargetEncoder(nn.Module):
     """``(x, graph: DiGraph) -> [z_s | z_t]: (N, 2 dims[-1])``. Layer ``k``: ``S_{k+1} = A_hat T_k W_s + b_s``,
     ``T_{k+1} = A_hat^T S_k W_t + b_t`` (ReLU and dropout between layers), ``S_0 = T_0 = X``, with
@@ -96,10 +110,13 @@ class DirectedGAE(nn.Module):
     """A graph autoencoder of a directed graph: ``z = model(x, graph)``, ``[z_s | z_t]`` (with ``num_nodes``, per
     node biases as two more columns on each side, see the module's docstring); ``model.loss(z, edge_index)``."""
 
-    def __init__(self, encoder: nn.Module, *, num_nodes: int | None = None):
+    def __init__(self, encoder: nn.Module, *, num_nodes: int | None = None, decoder: nn.Module | None = None):
         super().__init__()
+        if decoder is not None and num_nodes is not None:
+            raise ParameterError("num_nodes", "DirectedGAE", "None with a decoder (the biases are source/target "
+                                 "columns)", num_nodes)
         self.encoder = encoder
-        self.pair_decoder = SourceTarget()
+        self.pair_decoder = SourceTarget() if decoder is None else decoder
         self.node_bias = None  # the interface of gaescale.models.GAE: no symmetric per-node bias
         self.source_bias = None if num_nodes is None else nn.Parameter(torch.zeros(num_nodes))
         self.target_bias = None if num_nodes is None else nn.Parameter(torch.zeros(num_nodes))
@@ -135,7 +152,8 @@ class DirectedGAE(nn.Module):
 
     def loss(self, z: Tensor, edge_index, **kwargs) -> Tensor:
         """:func:`directed_loss` of ``z`` on the directed edges ``edge_index: (2, E)``."""
-        return directed_loss(z, edge_index, **kwargs)
+        decoder = None if isinstance(self.pair_decoder, SourceTarget) else self.pair_decoder
+        return directed_loss(z, edge_index, decoder=decoder, **kwargs)
 
 
 def directed_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int) -> tuple[Tensor, Tensor]:
@@ -184,24 +202,32 @@ def directed_dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples
 def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: str = "bce", dense: str = "sampled",
                   weighting: str | None = None, num_samples: int | None = None, neg_ratio: float = 1.0,
                   block_size: int | None = None, memory_budget: int = 256 * 2**20,
-                  generator: torch.Generator | None = None) -> Tensor:
+                  generator: torch.Generator | None = None, decoder: nn.Module | None = None) -> Tensor:
     """The reconstruction loss of ``z = [z_s | z_t]: (N, 2h)`` against the directed edges ``edge_index: (2, E)``
     (ordered pairs, each edge once; or a :class:`gaescale.sparse.PairIndex`): ``sum_ij w(a_ij) l(s_ij, a_ij)`` over
     all ``N^2`` ordered pairs, ``s_ij = z_s_i . z_t_j``, weights of :func:`gaescale.losses.pair_weights` for ``E``
-    ordered edge pairs. ``num_samples`` defaults to ``neg_ratio`` per directed edge. A scalar tensor."""
+    ordered edge pairs. ``num_samples`` defaults to ``neg_ratio`` per directed edge. ``decoder(zu, zv) -> s`` (e.g.
+    :class:`Gravity`) replaces ``z_s_u . z_t_v``; it needs ``dense='sampled'``, whose draws of ``(i, i)`` then count
+    zero. A scalar tensor."""
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n or z.shape[1] % 2:
         raise ParameterError("z", "directed_loss", f"a 2-D tensor with num_nodes={n} rows and an even number of "
                              "columns ([z_s | z_t])", tuple(z.shape))
     pl, weighting = resolve_kind(kind, weighting)
+    if decoder is not None and dense != "sampled":
+        raise ParameterError("dense", "directed_loss", "'sampled' with a pair decoder", dense)
     with torch.autocast(z.device.type, enabled=False):  # in float32 under mixed precision
         z = full_precision(z)
         pairs = as_pair_index(edge_index, n).to(z.device)
         w0, w1 = pair_weights(weighting, n, pairs.num_pairs)
         p = pairs.pairs()
-        s = SourceTarget()(z[p[0]], z[p[1]])
+        s = (decoder or SourceTarget())(z[p[0]], z[p[1]])
         edge = (w1 * pl.l1(s) - w0 * pl.l0(s)).sum()
         m = max(1, int(round(neg_ratio * pairs.num_pairs))) if num_samples is None else num_samples
+        if decoder is not None:  # the sampled estimate over the pairs i != j, through the decoder
+            q = PairIndex.uniform(n, m, generator).to(z.device).pairs()
+            d = (pl.l0(decoder(z[q[0]], z[q[1]])) * (q[0] != q[1])).sum() * (float(n) * n / m)
+            return w0 * d + edge
         d = directed_dense_term(z, pl, dense, num_samples=m, generator=generator, block_size=block_size,
                                 memory_budget=memory_budget)
         return w0 * d + edge
