@@ -93,3 +93,30 @@ def test_featureless_model_with_biases_decodes_asymmetrically():
     assert torch.allclose(model.logits(z, pairs), want, atol=1e-5)
     assert torch.allclose(SourceTarget()(z[pairs[0]], z[pairs[1]]), want, atol=1e-5)
     assert not torch.allclose(model.logits(z, pairs), model.logits(z, pairs.flip(0)))
+
+
+def test_gravity_decoder_and_its_sampled_loss():
+    from gaescale.directed.model import Gravity
+    from gaescale.errors import ParameterError
+    zu = torch.tensor([[0.0, 0.0, 5.0], [1.0, 1.0, -1.0]])
+    zv = torch.tensor([[3.0, 4.0, 2.0], [1.0, 1.0, 0.5]])
+    got = Gravity(lam=2.0, eps=0.0)(zu[:1], zv[:1])
+    assert float(got) == pytest.approx(2.0 - 2.0 * np.log(25.0))  # the target's mass, less lam log distance^2
+    assert float(Gravity(lam=1.0, eps=0.0)(zv[:1], zu[:1])) == pytest.approx(5.0 - np.log(25.0))  # asymmetric
+    torch.manual_seed(5)
+    n = 10
+    z = torch.randn(n, 3, dtype=torch.float64)
+    edges = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    dec = Gravity()
+    s = dec(z[:, None, :], z[None, :, :])  # (n, n): a small dense reference
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edges[0], edges[1]] = 1
+    off = 1 - torch.eye(n, dtype=torch.float64)
+    w0, w1 = pair_weights("balanced", n, 3)
+    ref = (a * w1 * KINDS["bce"].l1(s) + (1 - a) * off * w0 * KINDS["bce"].l0(s)).sum()
+    gen = torch.Generator().manual_seed(0)
+    est = np.mean([float(directed_loss(z, edges, dense="sampled", num_samples=200, generator=gen, decoder=dec))
+                   for _ in range(200)])
+    assert est == pytest.approx(float(ref), rel=0.03)
+    with pytest.raises(ParameterError, match="'dense' parameter of directed_loss must be 'sampled'"):
+        directed_loss(z, edges, dense="exact", decoder=dec)

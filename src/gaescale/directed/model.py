@@ -210,7 +210,7 @@ def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: 
     :class:`Gravity`) replaces ``z_s_u . z_t_v``; it needs ``dense='sampled'``, whose draws of ``(i, i)`` then count
     zero. A scalar tensor."""
     n = z.shape[0] if num_nodes is None else int(num_nodes)
-    if z.dim() != 2 or z.shape[0] != n or z.shape[1] % 2:
+    if z.dim() != 2 or z.shape[0] != n or (decoder is None and z.shape[1] % 2):
         raise ParameterError("z", "directed_loss", f"a 2-D tensor with num_nodes={n} rows and an even number of "
                              "columns ([z_s | z_t])", tuple(z.shape))
     pl, weighting = resolve_kind(kind, weighting)
