@@ -118,3 +118,14 @@ def test_several_processes_refuse_directed():
     with pytest.raises(ParameterError, match=r"^The 'directed' parameter of train must be False under torchrun "
                                              r"\(several processes do not support directed graphs yet\)\. Got True"):
         train_directed(config, log=print, runtime=SimpleNamespace(world_size=2))
+
+
+def test_resume_gives_the_uninterrupted_run(tmp_path):
+    data = layered_dag(4, 10, 3)
+    opts = dict(directed=True, dim=4, dense="exact", quiet=True, report=False, checkpoint_every=1, eval_every=2,
+                warmup=0)
+    whole = gaescale.train(data=data, out=str(tmp_path / "whole"), epochs=4, **opts)
+    gaescale.train(data=data, out=str(tmp_path / "part"), epochs=2, **opts)
+    resumed = gaescale.train(data=data, out=str(tmp_path / "part"), epochs=4, resume=True, **opts)
+    assert np.array_equal(whole.embeddings, resumed.embeddings)
+    assert whole.metrics["reverse_auc"] == resumed.metrics["reverse_auc"]
