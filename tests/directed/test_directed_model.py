@@ -120,3 +120,21 @@ def test_gravity_decoder_and_its_sampled_loss():
     assert est == pytest.approx(float(ref), rel=0.03)
     with pytest.raises(ParameterError, match="'dense' parameter of directed_loss must be 'sampled'"):
         directed_loss(z, edges, dense="exact", decoder=dec)
+
+
+def test_filtered_ranking_of_z_s_against_z_t_equals_scoring_every_candidate():
+    from gaescale.directed.model import halves
+    from gaescale.training.evaluate import filtered_ranking
+    torch.manual_seed(6)
+    n = 50
+    z = torch.randn(n, 8)
+    rng = np.random.default_rng(0)
+    g = DiGraph.from_edge_index(rng.integers(0, n, (2, 200)), n)
+    pos = g.edge_index()[:, ::5]
+    zs, zt = halves(z)
+    scan = filtered_ranking(zs, pos, [g.out], targets=zt, block=8)
+    every = filtered_ranking(z, pos, [g.out], decoder=SourceTarget())
+    assert scan.keys() == every.keys()
+    for k in scan:
+        assert scan[k] == pytest.approx(every[k])
+    assert scan != filtered_ranking(zt, pos[::-1].copy(), [g.inn], targets=zs, block=8)  # direction matters

@@ -23,7 +23,7 @@ from ..training.heldout import baseline_metrics, not_beaten
 from ..training.strategies import FullBatch
 from ..training.trainer import fit
 from .graph import DiGraph, DirectedSplit, reverse_pairs, split_directed
-from .model import DirectedGAE, SourceTarget, SourceTargetEncoder
+from .model import DirectedGAE, SourceTarget, SourceTargetEncoder, halves
 
 
 def build_directed_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> DirectedGAE:
@@ -130,7 +130,8 @@ def directed_metrics(z: torch.Tensor, graph: DiGraph, split: DirectedSplit, trai
     m["test_auc"], m["test_ap"] = link_scores(z, split.test_pos, split.test_neg, **how)
     m.update(hits_at_k(pair_scores(z, split.test_pos, **how), pair_scores(z, split.test_neg, **how)))
     m.update(mrr(z, split.test_pos, seed=seed, **how))
-    m.update(filtered_ranking(z, split.test_pos, [graph.out], seed=seed, **how))
+    zs, zt = halves(z)  # the bilinear form: the length-bound scan of z_s queries against z_t candidates
+    m.update(filtered_ranking(zs, split.test_pos, [graph.out], seed=seed, targets=zt))
     m["reverse_auc"], m["reverse_pairs"] = reverse_auc(lambda p: pair_scores(z, p, **how), graph, split.test_pos)
     m["baselines"] = directed_baselines(train_graph, graph, split, seed)
     lost = not_beaten(m)
