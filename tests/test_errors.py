@@ -206,6 +206,21 @@ CASES = {
                                            "The 'memory_budget' parameter of train must be at least 0.74 GiB, the "
                                            "smallest predicted peak (strategy 'full'); lower --batch-size or raise "
                                            "--cluster-parts. Got '0.01 GiB' instead."),
+    "flag: --directed with another strategy": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "o"),
+                                                              "--directed", "--strategy", "cluster", "--quiet"],
+                                               "The 'strategy' parameter of train must be 'full' with directed=True "
+                                               "(the other strategies do not support directed graphs yet). Got "
+                                               "'cluster' instead."),
+    "flag: --directed with --variational": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "o"),
+                                                           "--directed", "--variational", "--quiet"],
+                                            "The 'variational' parameter of train must be False with directed=True (a "
+                                            "directed VGAE is not supported yet). Got True instead."),
+    "flag: --directed with a prepared graph": (lambda t, tr: ["train", _prepared(t), "--out", str(t / "o"),
+                                                              "--directed", "--quiet"],
+                                               "The 'directed' parameter of train must be False with a prepared graph "
+                                               "('gaescale prepare' stores an undirected graph; directed graphs are "
+                                               "read from an edge list, not supported prepared yet). Got True "
+                                               "instead."),
 }
 
 
@@ -221,6 +236,12 @@ def _mkdir(t, name):
 def _save(t, name, array):
     np.save(t / name, array)
     return str(t / name)
+
+
+def _prepared(t):
+    from gaescale.data.prepare import prepare
+    prepare(_edit(t, "e.txt", RING), t / "prep", log=lambda m: None)
+    return str(t / "prep")
 
 
 def _edit(t, name, text):
@@ -324,6 +345,10 @@ API = {
                                strategy="auto"), gaescale.ParameterError,
         "The 'strategy' parameter of train must be 'full', 'cluster', 'fastgae' or 'neighbor' with a custom encoder "
         "(the planner predicts gaescale's own encoders). Got 'auto' instead."),
+    "directed_loss z": (lambda: __import__("gaescale.directed.model").directed.model.directed_loss(
+        __import__("torch").zeros(4, 3), __import__("torch").tensor([[0], [1]])), gaescale.ParameterError,
+        "The 'z' parameter of directed_loss must be a 2-D tensor with num_nodes=4 rows and an even number of columns "
+        "([z_s | z_t]). Got (4, 3) instead."),
 }
 
 

@@ -43,3 +43,19 @@ def test_exact_dense_term_stays_in_tiles():
     with NoQuadratic():
         dense_term(z, KINDS["bce"], "exact", block_size=N // 8).backward()
     assert z.grad.shape == (N, 4)
+
+
+def test_directed_training_and_evaluation_form_no_quadratic_tensor():
+    data = community_graph(N, 12_000, seed=6)
+    data.x = None
+    with NoQuadratic():
+        r = gaescale.train(data=data, directed=True, hidden="16", dim=8, epochs=3, quiet=True)
+    assert r.embeddings.shape == (N, 2 * (8 + 2))  # [z_s, b_s, 1 | z_t, 1, b_t]
+
+
+def test_directed_exact_dense_term_stays_in_tiles():
+    from gaescale.directed.model import directed_dense_term
+    z = torch.randn(N, 8, requires_grad=True)
+    with NoQuadratic():
+        directed_dense_term(z, KINDS["bce"], "exact", block_size=N // 8).backward()
+    assert z.grad.shape == (N, 8)

@@ -57,6 +57,9 @@ class TrainConfig:
     weight_column: str | None = _opt(None, "with --weighted, the header name of the weight column of a text or "
                                            "Parquet edge list (default: the third column)", "opt-str",
                                      section="input", optional=True)
+    directed: bool = _opt(False, "keep edge direction: (u, v) and (v, u) are two edges; source/target embeddings "
+                                 "with the asymmetric decoder z_s_u . z_t_v (--strategy full, one process; see "
+                                 "docs/directed.md)", "bool", section="input")
     encoder: str = _opt("auto", "encoder: gcn (Kipf & Welling), sage (GraphSAGE, mean aggregator), linear "
                                 "(one-hop A_hat X W, no hidden layers), auto (linear for a graph without features or "
                                 f"with at least {LINEAR_MIN_FEATURES} per node, unless --hidden is given; else gcn)",
@@ -181,6 +184,9 @@ class TrainConfig:
                                  ",".join(map(str, self.fanouts)))
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
+        if self.directed:
+            from .directed.checks import check_directed
+            check_directed(self)
 
     def for_graph(self, num_features: int | None) -> TrainConfig:
         """This configuration with ``encoder='auto'`` resolved for a graph with ``num_features`` features per node

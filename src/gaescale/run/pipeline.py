@@ -94,6 +94,13 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     if custom is not None:
         check_custom_encoder(custom, config, rt, prepared=data is None and is_prepared(config.edges))
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
+    if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
+        if custom is not None:
+            raise ParameterError("encoder", "train", "an encoder name with directed=True (a module given as "
+                                                     "encoder= is not supported on directed graphs yet)",
+                                 type(custom).__name__)
+        from ..directed.pipeline import train_directed
+        return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test)
     device, out = _start(config, rt, log)
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()

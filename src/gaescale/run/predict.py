@@ -23,7 +23,7 @@ TABLE_SUFFIXES = (".tsv", ".csv", ".parquet")
 
 
 def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None, block: int = 2048,
-          batch: int = 2048, stats: dict | None = None, metric: torch.Tensor | None = None
+          batch: int = 2048, stats: dict | None = None, metric: torch.Tensor | None = None, targets=None
           ) -> tuple[np.ndarray, np.ndarray]:
     """For each query node, the ``k`` nodes of largest inner product ``z_q . z_v``, itself excluded and,
     with ``exclude``, its neighbours in that graph too.
@@ -32,12 +32,15 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
     best first, and ``nodes: (Q, k)`` int64; where fewer than ``k`` candidates exist, the row ends in
     ``-inf`` / ``-1``. Memory: ``O(N d + batch * block)``. ``stats["pairs"]``, if given, counts the
     inner products evaluated (a brute force evaluates ``Q * N``). ``metric: (d,)`` of signs: the scores are
-    ``z_q^T diag(metric) z_v`` (the per-node bias decoder, :mod:`gaescale.models`).
+    ``z_q^T diag(metric) z_v`` (the per-node bias decoder, :mod:`gaescale.models`). ``targets: (N, d)``: the
+    candidates' side, scores ``z_q . targets_v`` (a directed run's ``z_s`` against ``z_t``; default ``z``).
     """
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "top_k", "an int >= 1", k)
     z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
     zq = query_side(z, metric)
+    if targets is not None:
+        z = torch.as_tensor(np.ascontiguousarray(targets, dtype=np.float32))
     n = z.shape[0]
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
     norms = z.norm(dim=1)
@@ -178,7 +181,9 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     queries = None if nodes is None else run.rows(list(nodes), "--nodes")
     graph = run.graph() if exclude_existing else None
     z, metric = run.logits_form()
-    scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric)
+    half = z.shape[1] // 2 if run.directed else None  # directed: z_s of the queries against z_t of the candidates
+    scores, cand = top_k(z if half is None else z[:, :half], int(k), queries=queries, exclude=graph, metric=metric,
+                         targets=None if half is None else z[:, half:])
     q = np.arange(run.embeddings.shape[0]) if queries is None else queries
     ok = cand >= 0
     ids = run.node_ids

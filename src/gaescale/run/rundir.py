@@ -6,6 +6,8 @@ Layout (every file written atomically)::
 
     embeddings.npy  (N, d) float32, row i = line i + 1 of nodes.tsv
     node_bias.npy   (N,) float32, with --decoder bias: the logit of (i, j) is z_i . z_j + b_i + b_j
+                    (--directed: (N, 2h) [z_s | z_t], the logit of (u, v) is z_s_u . z_t_v; graph.npz holds the
+                    directed graph's out-CSR, indices (E,); see gaescale/directed/)
     nodes.tsv       original node ids, one per line
     graph.npz       indptr (N + 1,) int64, indices (2E,) int32: the full undirected graph, CSR (with --weighted also
                     data (2E,) float32, the weight of each entry); or
@@ -81,9 +83,19 @@ class Run:
         """The run's ``--decoder`` (None for a directory without config.json)."""
         return self.config().get("decoder") if (self.path / "config.json").is_file() else None
 
+    @property
+    def directed(self) -> bool:
+        """Whether the run trained with ``--directed``: embeddings.npy holds ``[z_s | z_t]`` (two halves, with
+        ``--decoder bias`` ``[z_s, b_s, 1 | z_t, 1, b_t]``), the logit of ``(u, v)`` is ``z_s_u . z_t_v`` and graph.npz
+        the out-CSR of the directed graph (:mod:`gaescale.directed`)."""
+        return bool((self.path / "config.json").is_file() and self.config().get("directed"))
+
     def pair_decoder(self):
         """The trained pair decoder of a ``--decoder hadamard`` run (:class:`gaescale.models.HadamardMLP`, from
         model.pt), else None."""
+        if self.directed:
+            from ..directed.model import SourceTarget
+            return SourceTarget()
         if self.decoder != "hadamard":
             return None
         from ..models import HadamardMLP

@@ -138,7 +138,8 @@ def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
 
 def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
                      block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
-                     metric: torch.Tensor | None = None, decoder=None) -> dict[str, float]:
+                     metric: torch.Tensor | None = None, decoder=None, targets: torch.Tensor | None = None
+                     ) -> dict[str, float]:
     """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
 
     Each of at most ``max_positives`` edges ``(u, v)`` (drawn by :func:`sample_positives`) is ranked from ``u``:
@@ -150,7 +151,8 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     (2 MiB score tiles by default);
     nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
     are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed. With a pair
-    ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`."""
+    ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`. ``targets: (N, d)``: the
+    candidates' side, ``s_uw = z_u . targets_w`` (a directed run's ``z_s`` against ``z_t``; default ``z``)."""
     pos = sample_positives(np.asarray(pos, np.int64), max_positives, np.random.default_rng(seed))
     if not pos.shape[1]:
         return {}
@@ -161,6 +163,8 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     with torch.no_grad():
         z = z.detach().double()
         zq = query_side(z, metric)
+        if targets is not None:
+            z = targets.detach().double()
         n, d = z.shape
         norms = z.norm(dim=1)
         order = torch.argsort(norms, descending=True, stable=True)

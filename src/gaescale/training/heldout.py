@@ -12,7 +12,8 @@ from ..graph import Graph
 from .evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 
 BASELINE_NAMES = {"adamic_adar": "Adamic-Adar", "common_neighbours": "common neighbours",
-                  "degree_product": "degree product"}
+                  "degree_product": "degree product",
+                  "directed_degree_product": "directed degree product"}  # out(u) * in(v): --directed runs
 
 
 def known_edges(train_graph: Graph, split) -> list:
@@ -58,12 +59,15 @@ def not_beaten(metrics: dict[str, Any]) -> list[str] | None:
     return [k for k, b in baselines.items() if b["auc"] >= metrics["test_auc"] or b["ap"] >= metrics["test_ap"]]
 
 
+_NUMBERS = {3: "three", 4: "four"}
+
+
 def baseline_summary(metrics: dict[str, Any]) -> str | None:
     """One line: the heuristics' test AUC / AP and whether the embeddings beat them."""
     lost = not_beaten(metrics)
     if lost is None:
         return None
     scores = ", ".join(f"{BASELINE_NAMES[k]} {b['auc']:.4f} / {b['ap']:.4f}" for k, b in metrics["baselines"].items())
-    verdict = ("the embeddings beat all three" if not lost else
+    verdict = (f"the embeddings beat all {_NUMBERS.get(len(metrics['baselines']), 'of them')}" if not lost else
                f"the embeddings do NOT beat {' or '.join(BASELINE_NAMES[k] for k in lost)} on AUC or AP")
     return f"baselines on the same test split, AUC / AP: {scores}; {verdict}"

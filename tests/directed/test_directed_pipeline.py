@@ -1,0 +1,153 @@
+"""``train --directed`` end to end: reverse_auc learnt on a layered DAG (where direction is the whole signal) and
+0.5 without --directed, the run directory it writes, and topk/score keeping direction on a hand-made run."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import gaescale
+from gaescale.cli import main
+from gaescale.data.readers import EdgeList
+from gaescale.directed.graph import DiGraph
+from gaescale.directed.pipeline import reverse_auc
+from gaescale.models import bias_metric, with_bias
+from gaescale.run.predict import score_pairs, topk_links
+from gaescale.run.rundir import Run
+from gaescale.training.evaluate import pair_scores
+
+FAST = dict(dim=8, epochs=30, lr=0.05, eval_every=10, warmup=0, patience=0, quiet=True, report=False,
+            checkpoint_every=0)
+
+
+def layered_dag(layers: int = 5, width: int = 30, out_degree: int = 4, seed: int = 0) -> EdgeList:
+    """Edges only from layer k to layer k + 1: every node of a layer alike but for its position."""
+    rng = np.random.default_rng(seed)
+    src, dst = [], []
+    for k in range(layers - 1):
+        for u in range(k * width, (k + 1) * width):
+            src += [u] * out_degree
+            dst += (rng.choice(width, out_degree, replace=False) + (k + 1) * width).tolist()
+    return EdgeList(np.array([src, dst]), layers * width, None, source="dag")
+
+
+@pytest.fixture(scope="module")
+def dag_runs(tmp_path_factory):
+    data = layered_dag()
+    out = tmp_path_factory.mktemp("dag") / "run"
+    directed = gaescale.train(data=data, directed=True, out=str(out), **FAST)
+    undirected = gaescale.train(data=data, **FAST)
+    return data, directed, undirected, out
+
+
+def test_reverse_auc_near_one_with_directed_and_one_half_without(dag_runs):
+    data, directed, undirected, _ = dag_runs
+    m = directed.metrics
+    assert m["reverse_auc"] > 0.9 and m["test_auc"] > 0.75
+    graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes)
+    test_pos = np.load(dag_runs[3] / "heldout.npz")["test_pos"]
+    assert m["reverse_pairs"] == test_pos.shape[1]  # a DAG: no reversal is an edge
+    # the symmetric decoder of an undirected run scores (u, v) and (v, u) alike: ties, AUC 0.5 exactly
+    zb = with_bias(torch.from_numpy(undirected.embeddings), torch.from_numpy(undirected.node_bias))
+    auc, count = reverse_auc(lambda p: pair_scores(zb, p, metric=bias_metric(zb.shape[1])), graph, test_pos)
+    assert count == test_pos.shape[1] and auc == pytest.approx(0.5, abs=1e-9)
+
+
+def test_the_run_directory_records_direction(dag_runs):
+    data, directed, _, out = dag_runs
+    config, metrics = json.loads((out / "config.json").read_text()), json.loads((out / "metrics.json").read_text())
+    assert config["directed"] is True
+    d = 8 + 2  # dim, and the two bias columns on each side
+    assert np.load(out / "embeddings.npy").shape == (data.num_nodes, 2 * d)
+    assert metrics["directed"]["columns"] == "[z_s, b_s, 1 | z_t, 1, b_t]" and metrics["directed"]["half"] == d
+    assert set(metrics["baselines"]) == {"adamic_adar", "common_neighbours", "degree_product",
+                                         "directed_degree_product"}
+    with np.load(out / "graph.npz") as g:  # the out-CSR: one row entry per directed edge
+        assert g["indices"].size == data.edge_index.shape[1]
+    run = Run.open(out)
+    assert run.directed
+    # score(u, v) is s_uv: on a DAG edge (u, v) the trained model prefers u -> v over v -> u
+    test_pos = np.load(out / "heldout.npz")["test_pos"]
+    fwd = pair_scores(run.logits_form()[0], test_pos, decoder=run.pair_decoder())
+    back = pair_scores(run.logits_form()[0], np.ascontiguousarray(test_pos[::-1]), decoder=run.pair_decoder())
+    assert (fwd > back).mean() > 0.85
+
+
+def _hand_run(tmp_path):
+    """Three nodes a, b, c with z_s = (2, 0.5, -1), z_t = (0.1, 3, 1): s_ab = 6, s_ba = 0.05, s_ac = 2, s_ca = -0.1,
+    s_bc = 0.5, s_cb = -3; its graph has the one edge a -> b."""
+    run = tmp_path / "hand"
+    run.mkdir()
+    np.save(run / "embeddings.npy", np.array([[2.0, 0.1], [0.5, 3.0], [-1.0, 1.0]], np.float32))
+    (run / "nodes.tsv").write_text("a\nb\nc\n")
+    (run / "config.json").write_text(json.dumps({"directed": True, "decoder": "inner"}))
+    np.savez(run / "graph.npz", indptr=np.array([0, 1, 1, 1]), indices=np.array([1], np.int32))
+    return run
+
+
+def test_score_and_topk_respect_direction_on_a_hand_made_run(tmp_path):
+    run = _hand_run(tmp_path)
+    (tmp_path / "pairs.tsv").write_text("a\tb\nb\ta\nc\ta\n")
+    table = score_pairs(str(run), str(tmp_path / "pairs.tsv"))
+    assert table["score"] == pytest.approx([6.0, 0.05, -0.1], abs=1e-6)
+    top = topk_links(str(run), 1)
+    assert list(top["candidate"]) == ["b", "c", "a"]  # a -> b (6), b -> c (0.5 > 0.05), c -> a (-0.1 > -3)
+    assert top["score"] == pytest.approx([6.0, 0.5, -0.1], abs=1e-6)
+    excl = topk_links(str(run), 2, exclude_existing=True)  # a's out-edge to b left out; b keeps a (b -> a is none)
+    assert list(zip(excl["node"], excl["candidate"])) == [("a", "c"), ("b", "c"), ("b", "a"), ("c", "a"), ("c", "b")]
+
+
+def test_cli_train_directed_then_topk(tmp_path):
+    edges = tmp_path / "e.tsv"
+    dag = layered_dag(4, 8, 2)
+    edges.write_text("".join(f"n{u}\tn{v}\n" for u, v in dag.edge_index.T))
+    assert main(["train", str(edges), "--directed", "--out", str(tmp_path / "run"), "--epochs", "3", "--quiet",
+                 "--no-report", "--dim", "4"]) == 0
+    assert main(["topk", str(tmp_path / "run"), "--k", "3", "--out", str(tmp_path / "top.tsv")]) == 0
+    lines = (tmp_path / "top.tsv").read_text().splitlines()
+    n = len((tmp_path / "run" / "nodes.tsv").read_text().splitlines())
+    assert lines[0] == "node\trank\tcandidate\tscore\tprobability" and len(lines) == 1 + n * 3
+
+
+def test_several_processes_refuse_directed():
+    from types import SimpleNamespace
+
+    from gaescale.directed.pipeline import train_directed
+    from gaescale.errors import ParameterError
+    config = gaescale.TrainConfig(edges="e.txt", directed=True)
+    with pytest.raises(ParameterError, match=r"^The 'directed' parameter of train must be False under torchrun "
+                                             r"\(several processes do not support directed graphs yet\)\. Got True"):
+        train_directed(config, log=print, runtime=SimpleNamespace(world_size=2))
+
+
+def test_resume_gives_the_uninterrupted_run(tmp_path):
+    data = layered_dag(4, 10, 3)
+    opts = dict(directed=True, dim=4, dense="exact", quiet=True, report=False, checkpoint_every=1, eval_every=2,
+                warmup=0)
+    whole = gaescale.train(data=data, out=str(tmp_path / "whole"), epochs=4, **opts)
+    gaescale.train(data=data, out=str(tmp_path / "part"), epochs=2, **opts)
+    resumed = gaescale.train(data=data, out=str(tmp_path / "part"), epochs=4, resume=True, **opts)
+    assert np.array_equal(whole.embeddings, resumed.embeddings)
+    assert whole.metrics["reverse_auc"] == resumed.metrics["reverse_auc"]
+
+
+def test_tensorboard_holds_a_directed_runs_history(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    run = gaescale.train(data=layered_dag(), directed=True, tensorboard=str(tmp_path / "tb"), out=str(tmp_path / "o"),
+                         **{**FAST, "epochs": 4, "eval_every": 2})
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    history = run.metrics["history"]
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4]
+    assert [e.value for e in events.Scalars("train/loss")] == pytest.approx([h["loss"] for h in history])
+    assert [e.step for e in events.Scalars("val/auc")] == [2, 4]
+    assert events.Scalars("test/auc")[0].value == pytest.approx(run.metrics["test_auc"])
+
+
+def test_what_directed_does_not_support_yet_is_refused():
+    with pytest.raises(gaescale.ParameterError, match="The 'weighted' parameter of train must be False with "
+                                                      "directed=True"):
+        gaescale.TrainConfig(directed=True, weighted=True)
+    with pytest.raises(gaescale.ParameterError, match="The 'encoder' parameter of train must be an encoder name "
+                                                      "with directed=True"):
+        gaescale.train(data=layered_dag(), directed=True, encoder=gaescale.GCN(None, [4], num_nodes=150), quiet=True)
