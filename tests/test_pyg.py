@@ -10,6 +10,7 @@ from gaescale import Graph
 from gaescale.errors import ParameterError
 from gaescale.losses import reconstruction_loss
 from gaescale.pyg import PyGEncoder, from_pyg, to_pyg
+from gaescale.run.rundir import Run
 
 pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402
@@ -194,3 +195,54 @@ def test_what_a_pyg_encoder_cannot_do_is_refused_before_training(tmp_path):
     prepare(str(tmp_path / "e.txt"), str(tmp_path / "prep"))
     with pytest.raises(ParameterError, match="for a prepared graph"):
         gaescale.train(edges=str(tmp_path / "prep"), encoder=enc, **FAST)
+
+
+def test_to_pyg_of_a_weighted_run_passes_its_edge_weights_and_from_pyg_reads_them_back(tmp_path):
+    g, _ = _data(200, 800, seed=6)
+    edges = Graph.from_edge_index(g.edge_index, g.num_nodes).edge_index()
+    weight = np.random.default_rng(1).uniform(0.2, 3.0, edges.shape[1]).astype(np.float32)
+    data = Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(edges), edge_weight=torch.from_numpy(weight))
+    result = gaescale.train(data=data, weighted=True, out=str(tmp_path / "run"), hidden="8", dim=4, **FAST)
+    graph = Graph.from_edge_index(edges, g.num_nodes, edge_weight=weight)  # the reference: built here
+    for run in (result, tmp_path / "run"):
+        out = to_pyg(run)
+        assert out.edge_weight.dtype == torch.float32 and out.edge_weight.shape == (2 * graph.num_edges,)
+        # each column (u, v) of edge_index carries the weight given for the edge {u, v}
+        u, v = out.edge_index.numpy()
+        np.testing.assert_array_equal(out.edge_weight.numpy(), graph.weights_of(u, v))
+        back = from_pyg(out)
+        again = Graph.from_edge_index(back.edge_index, back.num_nodes, edge_weight=back.edge_weight)
+        np.testing.assert_array_equal(again.indices, graph.indices)
+        np.testing.assert_allclose(again.data, graph.data, rtol=1e-6)  # both directions, one weight: kept
+    _, plain = _data(100, 300, seed=7)
+    plain_run = gaescale.train(data=plain, hidden="8", dim=4, **FAST)
+    assert getattr(to_pyg(plain_run), "edge_weight", None) is None  # an unweighted run: no weights made up
+
+
+def test_embed_of_a_pyg_encoder_run_is_refused_saying_how_and_the_recipe_it_gives_works(tmp_path):
+    g, data = _data(200, 800, seed=8)
+    torch.manual_seed(0)
+    r = gaescale.train(data=data, encoder=PyGEncoder(GcnNet()), decoder="inner", out=str(tmp_path / "run"),
+                       **FAST)
+    np.savetxt(tmp_path / "e.txt", g.edge_index.T, fmt="%d")
+    np.save(tmp_path / "x.npy", g.x)
+    with pytest.raises(ParameterError) as info:
+        Run.open(tmp_path / "run").embed(tmp_path / "e.txt", tmp_path / "x.npy", out=tmp_path / "z.npy")
+    msg = str(info.value)
+    assert msg.startswith("The 'run' parameter of embed must be a run of one of gaescale's own encoders: this "
+                          "run's, gaescale.pyg.PyGEncoder, was given to train(encoder=...)") and "\n" not in msg
+    assert "call the module in Python" in msg and not (tmp_path / "z.npy").exists()
+    from gaescale.cli import main
+    assert main(["embed", str(tmp_path / "run"), str(tmp_path / "e.txt"), "--features", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "z.npy")]) == 2
+    # the recipe of the message: model.pt's 'encoder.' entries into a fresh PyGEncoder, called in eval mode
+    state = torch.load(tmp_path / "run" / "model.pt", weights_only=True)["state_dict"]
+    enc = PyGEncoder(GcnNet())
+    enc.load_state_dict({k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")})
+    run = Run.open(tmp_path / "run")  # embeddings.npy: of the training graph, graph.npz less held-out
+    ei = run.graph().edge_index()
+    held = np.sort(np.concatenate([run.heldout()["val_pos"], run.heldout()["test_pos"]], axis=1), axis=0)
+    train = ei[:, ~np.isin(ei[0].astype(np.int64) * 200 + ei[1], held[0] * 200 + held[1])]
+    with torch.no_grad():
+        z = enc.eval()(torch.from_numpy(g.x), Graph.from_edge_index(train, g.num_nodes))
+    np.testing.assert_allclose(z.numpy(), r.embeddings, rtol=1e-4, atol=1e-5)

@@ -327,8 +327,10 @@ def resolve_custom(config):
 def to_pyg(run):
     """A run's embeddings as a PyG ``Data``: ``x: (N, d)`` the embeddings, ``edge_index: (2, 2E)`` the run's
     graph (both directions, every edge of the cleaned input graph, held-out ones included), ``num_nodes``,
-    ``node_ids: (N,)`` the original ids (a NumPy array) and, with the bias decoder, ``node_bias: (N,)``.
-    ``run``: a :class:`gaescale.RunResult` or a run directory (``--out``)."""
+    ``node_ids: (N,)`` the original ids (a NumPy array), with the bias decoder ``node_bias: (N,)`` and, for a
+    weighted run (``--weighted``), ``edge_weight: (2E,)`` float32, the weight of each column of ``edge_index``
+    (graph.npz's ``data``; :func:`from_pyg` reads it back). ``run``: a :class:`gaescale.RunResult` or a run
+    directory (``--out``)."""
     try:
         from torch_geometric.data import Data
     except ImportError:
@@ -338,14 +340,18 @@ def to_pyg(run):
     if isinstance(run, RunResult):
         if run.csr is None:
             raise ParameterError("run", "to_pyg", "a RunResult holding its graph (rank 0's)", _Got("csr=None"))
-        emb, ids, bias, (indptr, indices) = run.embeddings, run.node_ids, run.node_bias, run.csr
+        emb, ids, bias = run.embeddings, run.node_ids, run.node_bias
+        indptr, indices, weight = (*run.csr, None)[:3]  # a weighted run's csr holds its weights third
     else:
         from .run.rundir import Run
         r = Run.open(run)
         graph = r.graph()
-        emb, ids, bias, indptr, indices = r.embeddings, r.node_ids, r.node_bias, graph.indptr, graph.indices
+        emb, ids, bias, indptr, indices, weight = (r.embeddings, r.node_ids, r.node_bias, graph.indptr,
+                                                   graph.indices, graph.data)
     data = Data(x=torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32)),
                 edge_index=csr_edge_index(indptr, indices), num_nodes=int(emb.shape[0]))
+    if weight is not None:
+        data.edge_weight = torch.from_numpy(np.array(weight, np.float32))
     data.node_ids = np.asarray(ids)
     if bias is not None:
         data.node_bias = torch.from_numpy(np.asarray(bias, np.float32))

@@ -209,3 +209,19 @@ def test_bad_binary_weights(tmp_path):
         with pytest.raises(InputFileError) as info:
             read_edges(tmp_path / name, weighted=True)
         assert str(info.value).startswith(str(tmp_path / name)) and str(info.value).endswith(tail), str(info.value)
+
+
+def test_features_keep_the_edge_weights_and_the_source(tmp_path):
+    """attach_features (each of its three paths) carries edge_weight, column by column, and the source along."""
+    (tmp_path / "e.txt").write_text("3 1 0.5\n1 0 2.0\n")
+    np.savez(tmp_path / "e.npz", edge_index=np.array([[3, 1], [1, 0]]), edge_weight=np.array([0.5, 2.0]))
+    np.save(tmp_path / "x.npy", np.zeros((5, 2), np.float32))
+    (tmp_path / "x.csv").write_text("id,f\n0,1\n1,2\n3,3\n7,4\n")
+    for edges, feats in (("e.txt", "x.npy"), ("e.npz", "x.npy"), ("e.txt", "x.csv")):
+        el = read_edges(tmp_path / edges, weighted=True)
+        got = attach_features(el, tmp_path / feats)
+        assert got.source == el.source == str(tmp_path / edges)
+        pairs = {(int(got.node_ids[u]) if got.node_ids is not None else int(u),
+                  int(got.node_ids[v]) if got.node_ids is not None else int(v)): float(w)
+                 for (u, v), w in zip(got.edge_index.T, got.edge_weight)}
+        assert pairs == {(3, 1): 0.5, (1, 0): 2.0}, (edges, feats)

@@ -158,3 +158,63 @@ def test_a_prepared_directory_embeds_as_its_edge_list(runs, tmp_path):
     assert "layer by layer" in lines[1] and "0 new to the run" in lines[1]  # the default for a memory-mapped graph
     with pytest.raises(gaescale.ParameterError, match="The 'features' parameter of embed must be unset"):
         run.embed(tmp_path / "prep", d / "x.csv")
+
+
+@pytest.fixture(scope="module")
+def weighted_run(tmp_path_factory):
+    """A weighted run (weight_column='w', the fourth column; the third, 'junk', is not the weight) on 300 nodes."""
+    d = tmp_path_factory.mktemp("embed-weighted")
+    g = community_graph(N, E, seed=6)
+    names = _ids(range(N))
+    rng = np.random.default_rng(0)
+    ei = g.edge_index
+    pd.DataFrame({"source": names[ei[0]], "target": names[ei[1]], "junk": rng.uniform(5, 9, ei.shape[1]),
+                  "w": rng.uniform(0.1, 3.0, ei.shape[1])}).to_csv(d / "e.tsv", sep="\t", index=False)
+    _write_features(d / "x.csv", names, g.x)
+    gaescale.train(edges=str(d / "e.tsv"), features=str(d / "x.csv"), out=str(d / "run"), weighted=True,
+                   weight_column="w", encoder="gcn", hidden="8", dim=4, epochs=3, quiet=True, report=False,
+                   checkpoint_every=0, seed=1, test=False)
+    return d
+
+
+def test_a_weighted_run_embeds_its_training_graph_with_its_weights_as_embeddings_npy(weighted_run, tmp_path):
+    d = weighted_run
+    run = Run.open(d / "run")
+    assert run.graph().weighted
+    train = _training_edges(run)
+    w = run.graph().weights_of(train[0], train[1])
+    assert (w > 0).all() and w.std() > 0.5  # the weights of the training edges, as graph.npz holds them
+    names = run.node_ids
+    table = pd.DataFrame({"source": names[train[0]], "target": names[train[1]], "junk": 7.0, "w": w})
+    table.to_csv(tmp_path / "train.tsv", sep="\t", index=False)
+    got = run.embed(tmp_path / "train.tsv", d / "x.csv")
+    rows = run.rows(got.node_ids, "got")
+    assert sorted(rows.tolist()) == list(range(N)) and got.num_new == 0
+    np.testing.assert_allclose(got.embeddings, run.embeddings[rows], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(run.embed(tmp_path / "train.tsv", d / "x.csv", block=7).embeddings, got.embeddings,
+                               rtol=1e-4, atol=1e-5)  # layer by layer: the same weighted normalisation
+    # the weights matter: the same graph with all weights 1 embeds otherwise
+    table.assign(w=1.0).to_csv(tmp_path / "ones.tsv", sep="\t", index=False)
+    assert np.abs(run.embed(tmp_path / "ones.tsv", d / "x.csv").embeddings - got.embeddings).max() > 1e-2
+
+
+def test_a_weighted_runs_edges_without_its_weight_column_get_the_one_line_error(weighted_run, tmp_path, capsys):
+    d = weighted_run
+    _write_edges(tmp_path / "plain.tsv", np.array([[0, 1], [1, 2]]), _ids(range(3)))
+    with pytest.raises(gaescale.InputFileError) as info:
+        Run.open(d / "run").embed(tmp_path / "plain.tsv", d / "x.csv", out=tmp_path / "z.npy")
+    msg = str(info.value)
+    assert "plain.tsv" in msg and "no column named 'w' (--weight-column)" in msg and "\n" not in msg
+    assert not (tmp_path / "z.npy").exists()
+    pd.DataFrame({"source": ["n0", "n1"], "target": ["n1", "n2"], "junk": [1, 1], "w": ["0.5", "heavy"]}).to_csv(
+        tmp_path / "bad.tsv", sep="\t", index=False)
+    assert main(["embed", str(d / "run"), str(tmp_path / "bad.tsv"), "--features", str(d / "x.csv"),
+                 "--out", str(tmp_path / "z.npy")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad.tsv" in err and "line 3" in err and "field 'w'" in err and "'heavy'" in err, err
+    assert "\n" not in err and not (tmp_path / "z.npy").exists()
+    from gaescale.data.prepare import prepare
+    prepare(d / "e.tsv", tmp_path / "prep", features=d / "x.csv")
+    with pytest.raises(gaescale.ParameterError, match="The 'edges' parameter of embed must be an edge-list file "
+                                                      "with the edge weights for a weighted run"):
+        Run.open(d / "run").embed(tmp_path / "prep")

@@ -97,7 +97,7 @@ def _attach_rows(edges: EdgeList, p: Path, x: np.ndarray) -> EdgeList:
         if rows < edges.num_nodes:
             raise InputFileError(p, f"has {rows} feature rows but the graph has {edges.num_nodes} nodes "
                                     f"(node indices up to {edges.num_nodes - 1}).")
-        return EdgeList(edges.edge_index, rows, None, x, edges.source)
+        return EdgeList(edges.edge_index, rows, None, x, edge_weight=edges.edge_weight, source=edges.source)
     if edges.node_ids.dtype == object:
         raise InputFileError(p, "a .npy/.npz feature matrix has no ids, so it cannot be matched to string node ids; "
                                 "give a CSV or Parquet table whose first column is the node id.")
@@ -107,7 +107,7 @@ def _attach_rows(edges: EdgeList, p: Path, x: np.ndarray) -> EdgeList:
         raise InputFileError(p, f"has {rows} feature rows (row i = node id i) but the edge list names node {bad}.")
     # Node index k <- id; re-index edges so that index == id, keeping isolated nodes that only have features.
     ei = ids[edges.edge_index]
-    return EdgeList(ei, rows, np.arange(rows, dtype=np.int64), x, edges.source)
+    return EdgeList(ei, rows, np.arange(rows, dtype=np.int64), x, edge_weight=edges.edge_weight, source=edges.source)
 
 
 def _attach_keyed(edges: EdgeList, p: Path, ids: np.ndarray, x: np.ndarray) -> EdgeList:
@@ -126,4 +126,5 @@ def _attach_keyed(edges: EdgeList, p: Path, ids: np.ndarray, x: np.ndarray) -> E
     extra = np.setdiff1d(np.arange(len(ids)), pos)  # feature rows for nodes without edges: isolated nodes
     node_ids = np.concatenate([graph_ids, ids[extra]]) if extra.size else graph_ids
     x_all = np.concatenate([x[pos], x[extra]]) if extra.size else x[pos]
-    return EdgeList(edges.edge_index, len(node_ids), node_ids, x_all, edges.source)
+    return EdgeList(edges.edge_index, len(node_ids), node_ids, x_all, edge_weight=edges.edge_weight,
+                    source=edges.source)

@@ -6,7 +6,10 @@ in one forward pass for a graph read into memory, layer by layer over row blocks
 ``gaescale prepare`` directory (:meth:`gaescale.encoders.GCN.layerwise`, no operator over the whole graph), so the
 graph may be as large as training's. Only
 an inductive encoder can do this: one with node features (GCN, SAGE, linear). A featureless run's first layer is a
-learnt table with one row per training node, which has no row for a node it never saw: it is refused.
+learnt table with one row per training node, which has no row for a node it never saw: it is refused. So is a
+run of a custom encoder (``train(encoder=module)``, e.g. a :class:`gaescale.pyg.PyGEncoder`): model.pt holds its
+weights, not its code. A weighted run (``--weighted``) reads the edge list's weights as training did (its
+``weight_column`` too), so the encoder's normalisation is the weighted one.
 
 Output (``out``, by suffix, each file written atomically)::
 
@@ -72,6 +75,7 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     out = None if out is None else check_out_path(out)
     state = _load_model_file(run)
     config = TrainConfig.from_dict(state["config"])
+    _refuse_custom_encoder(run, state)
     in_dim = state.get("in_dim")
     if in_dim is None:
         raise ParameterError("run", "embed", "a run trained with node features (train --features): this run is "
@@ -79,9 +83,10 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
                              "for a node it never saw; to embed new nodes without retraining, train with --features "
                              "(node attributes, or e.g. each node's degree)", str(run.path))
     t = time.perf_counter()
-    graph, x, node_ids = _read_graph(edges, features, ids or config.ids, header or config.header, in_dim)
-    log(f"read {edges}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {in_dim} features per node "
-        f"[{time.perf_counter() - t:.1f}s]")
+    graph, x, node_ids = _read_graph(edges, features, ids or config.ids, header or config.header, in_dim,
+                                     weighted=config.weighted, weight_column=config.weight_column)
+    log(f"read {edges}: {graph.num_nodes:,} nodes, {graph.num_edges:,} {'weighted ' if graph.weighted else ''}"
+        f"edges, {in_dim} features per node [{time.perf_counter() - t:.1f}s]")
     model = _rebuild(run, config, state)
     if block == "auto":
         from ..data.prepare import is_prepared
@@ -127,9 +132,24 @@ def _load_model_file(run: Run) -> dict:
     return state
 
 
-def _read_graph(edges, features, ids: str, header: str, in_dim: int) -> tuple[Graph, torch.Tensor, np.ndarray]:
+def _refuse_custom_encoder(run: Run, state: dict) -> None:
+    """A run trained with ``train(encoder=module)`` (model.pt's ``custom_encoder``, e.g. a PyGEncoder) holds the
+    module's weights but not its code, so no model can be rebuilt here: refused, saying how to embed instead."""
+    name = state.get("custom_encoder")
+    if name is not None:
+        raise ParameterError("run", "embed", f"a run of one of gaescale's own encoders: this run's, {name}, was "
+                             "given to train(encoder=...) and the module itself is not saved in the run (model.pt "
+                             "holds its weights only); to embed a new graph, call the module in Python: load "
+                             "model.pt's state_dict entries under 'encoder.' (the prefix removed) into e.g. "
+                             "PyGEncoder(net), then enc.eval()(x, gaescale.Graph.from_edge_index(edge_index, N))",
+                             str(run.path))
+
+
+def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted: bool = False,
+                weight_column: str | None = None) -> tuple[Graph, torch.Tensor, np.ndarray]:
     """``(graph, x: (N, in_dim) float32, node_ids: (N,))`` of the edge list and its features, read as ``train``
-    reads them; features of another width than the run's are refused."""
+    reads them (``weighted``/``weight_column``: the run's, a weighted run's graph carries the weights the encoder's
+    normalisation uses); features of another width than the run's are refused."""
     from ..data.features import attach_features
     from ..data.prepare import is_prepared, open_prepared
     from ..data.readers import read_edges
@@ -137,17 +157,21 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int) -> tuple[Gr
         if features is not None:
             raise ParameterError("features", "embed", "unset for a prepared graph (its features were given to "
                                                       "'gaescale prepare --features')", str(features))
+        if weighted:
+            raise ParameterError("edges", "embed", "an edge-list file with the edge weights for a weighted run "
+                                                   "('gaescale prepare' keeps no edge weights)", str(edges))
         prepared = open_prepared(edges)
         graph, x, node_ids, source = prepared.graph, prepared.x, Run(prepared.path).node_ids, prepared.path / "x.npy"
     else:
         if edges is not None and Path(edges).is_dir():
             raise InputFileError(edges, "is a directory but not a prepared graph (no graph.json); pass an edge-list "
                                         "file, or a directory written by 'gaescale prepare'.")
-        data = read_edges(edges, ids=ids, header=header)
+        data = read_edges(edges, ids=ids, header=header, weighted=weighted, weight_column=weight_column)
         if features is not None:
             data = attach_features(data, features)
         source = features if features is not None else edges
-        graph = Graph.from_edge_index(data.edge_index, data.num_nodes)
+        graph = Graph.from_edge_index(data.edge_index, data.num_nodes,
+                                      edge_weight=data.edge_weight if weighted else None)
         x = data.x
         node_ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
     if x is None:
