@@ -151,3 +151,14 @@ def test_what_directed_does_not_support_yet_is_refused():
     with pytest.raises(gaescale.ParameterError, match="The 'encoder' parameter of train must be an encoder name "
                                                       "with directed=True"):
         gaescale.train(data=layered_dag(), directed=True, encoder=gaescale.GCN(None, [4], num_nodes=150), quiet=True)
+
+
+def test_embed_refuses_a_directed_run_with_features(tmp_path):
+    data = layered_dag()
+    data.x = np.random.default_rng(0).normal(size=(data.num_nodes, 3)).astype(np.float32)
+    gaescale.train(data=data, directed=True, out=str(tmp_path / "run"), **{**FAST, "epochs": 2})
+    from gaescale.run.embed import embed
+    with pytest.raises(gaescale.ParameterError, match="The 'run' parameter of embed must be an undirected run"):
+        embed(tmp_path / "run", tmp_path / "run" / "missing.txt")
+    # the directed encoder is gaescale's own: model.pt names no custom encoder
+    assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)["custom_encoder"] is None

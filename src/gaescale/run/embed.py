@@ -75,6 +75,9 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     out = None if out is None else check_out_path(out)
     state = _load_model_file(run)
     config = TrainConfig.from_dict(state["config"])
+    if config.directed:
+        raise ParameterError("run", "embed", "an undirected run: embedding the nodes of a new graph with a directed "
+                             "run's source/target encoder (--directed) is not supported yet", str(run.path))
     _refuse_custom_encoder(run, state)
     in_dim = state.get("in_dim")
     if in_dim is None:

@@ -200,9 +200,11 @@ def embeddings_and_bias(model, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray 
 def custom_encoder_name(model) -> str | None:
     """``module.Class`` of an encoder given to ``train(encoder=...)`` (model.pt then holds weights that
     gaescale cannot rebuild a model for, e.g. a :class:`gaescale.pyg.PyGEncoder`); None for gaescale's own."""
+    from ..directed.model import SourceTargetEncoder
     from ..encoders import ENCODERS
     enc = type(model.encoder)
-    return None if enc in ENCODERS.values() else f"{enc.__module__}.{enc.__qualname__}"
+    own = enc in ENCODERS.values() or enc is SourceTargetEncoder
+    return None if own else f"{enc.__module__}.{enc.__qualname__}"
 
 
 def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarray,
