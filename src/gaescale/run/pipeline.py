@@ -31,13 +31,13 @@ from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, 
 from ..training.checkpoint import Checkpointer
 from ..training.evaluate import link_scores
 from ..training.heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
-from ..training.samplers import metis_parts
 from ..training.selection import selection_note
-from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch, weighted_pairs
+from ..training.strategies import weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .rundir import embeddings_and_bias, write_run
+from .strategy import choose_strategy, make_strategy
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
 
@@ -110,7 +110,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
     if custom is not None:
         log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
-    strategy_name = _choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
+    strategy_name = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
                                      prepared=inputs.prepared is not None, device=device, runtime=rt)
     placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
                    device=device, log=log)
@@ -202,7 +202,7 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
     with its best weights; the memory of setup and of training measured apart."""
     shards = placed.shards
     train_graph = placed.train_graph if shards is None else shards.graph
-    strategy = _strategy(config, sizes.strategy, train_graph, log, rt, train_edges=placed.cut_by_hash)
+    strategy = make_strategy(config, sizes.strategy, train_graph, log, rt, train_edges=placed.cut_by_hash)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = _train_pairs(placed.split, train_graph, config.self_loops) if sizes.strategy == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
@@ -331,67 +331,6 @@ def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
         return weighted_pairs(train_graph, self_loops)
     edges = split.train if split.train is not None else train_graph.edge_index()
     return torch.from_numpy(with_self_loops(edges, train_graph.num_nodes, self_loops))
-
-
-def _choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,
-                     prepared: bool = False, device=None, runtime: Local | None = None) -> str:
-    """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget`` (see
-    :func:`gaescale.plan.budget_bytes`), made by rank 0 of the ``runtime`` for every rank."""
-    runtime = runtime or Local()
-    if config.strategy != "auto":
-        return config.strategy
-    from .plan import AUTO_ORDER, budget_bytes, choose, plan
-    chosen = failed = None
-    if runtime.is_main:
-        budget = budget_bytes(config, device)
-        try:
-            best = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared), budget, config)
-        except ParameterError as exc:  # raised below, once the other ranks know not to wait for a choice
-            failed = exc
-        else:
-            chosen = best.strategy
-            log(f"--strategy auto: {chosen} (predicted peak {best.peak_bytes / 2**30:.2f} GiB of a "
-                f"{budget / 2**30:.2f} GiB budget{' per process' if runtime.world_size > 1 else ''}; 'gaescale plan' "
-                "shows every strategy)")
-    chosen = runtime.choice_from_main(chosen, tuple(AUTO_ORDER))
-    if failed is not None:
-        raise failed
-    if chosen is None:
-        raise DistributedError("rank 0 found no strategy that fits its memory budget (its error says more).")
-    return chosen
-
-
-def _strategy(config: TrainConfig, name: str, graph: Graph, log, runtime: Local | None = None, train_edges=None):
-    """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
-    here for Cluster-GCN, on rank 0 of the ``runtime``); on several ranks, full batch shards the
-    loss and the mini-batch strategies draw their own batches (see :mod:`gaescale.strategies`).
-    ``train_edges``: for Cluster-GCN, ``graph`` is the whole graph and these are its training edges."""
-    opts = config.strategy_options(graph.num_nodes)
-    runtime = runtime or Local()
-    rank, world = runtime.rank, runtime.world_size
-    if world > 1:
-        log(f"data parallel: {world} processes ({runtime.backend}); " + (
-            "the graph replicated, the loss sharded" if name == "full" else
-            "each trains on its own METIS parts" if name == "cluster" else "each draws its own batches"))
-    if name == "cluster":
-        per_batch = opts["clusters_per_batch"]
-        parts = max(world, min(opts["cluster_parts"], graph.num_nodes) // world * world)  # as many on every rank
-        t = time.perf_counter()
-        make = lambda: {"parts": metis_parts(graph, parts, seed=config.seed)}  # noqa: E731 - under torchrun, on rank 0
-        membership = runtime.arrays_on_main(make, "the METIS parts")["parts"]
-        log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
-            f"{-(-parts // (per_batch * world)):,} steps per epoch")
-        return ClusterGCN(membership, per_batch, self_loops=config.self_loops, rank=rank, world_size=world,
-                          num_parts=parts, train_edges=train_edges)
-    if name == "fastgae":
-        size, alpha = opts["fastgae_nodes"], opts["fastgae_alpha"]
-        log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
-        return FastGAE(min(size, graph.num_nodes), alpha, self_loops=config.self_loops)
-    if name == "neighbor":
-        fanouts, batch = opts["fanouts"], opts["batch_size"]
-        log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
-        return NeighborLinks(fanouts, batch, self_loops=config.self_loops, world_size=world)
-    return FullBatch() if world == 1 else ShardedFullBatch(runtime)
 
 
 # Settings that may differ between the hosts of a data-parallel run: paths, and what only this process sees.

@@ -1,0 +1,73 @@
+"""Which training strategy a run uses: ``--strategy auto``'s choice by the planner (:mod:`gaescale.run.plan`) and
+the strategy object built from the configuration (:mod:`gaescale.training.strategies`)."""
+from __future__ import annotations
+
+import time
+
+from ..config import TrainConfig
+from ..errors import DistributedError, ParameterError
+from ..graph import Graph
+from ..parallel.runtime import Local
+from ..training.samplers import metis_parts
+from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
+
+
+def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,
+                     prepared: bool = False, device=None, runtime: Local | None = None) -> str:
+    """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget`` (see
+    :func:`gaescale.plan.budget_bytes`), made by rank 0 of the ``runtime`` for every rank."""
+    runtime = runtime or Local()
+    if config.strategy != "auto":
+        return config.strategy
+    from .plan import AUTO_ORDER, budget_bytes, choose, plan
+    chosen = failed = None
+    if runtime.is_main:
+        budget = budget_bytes(config, device)
+        try:
+            best = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared), budget, config)
+        except ParameterError as exc:  # raised below, once the other ranks know not to wait for a choice
+            failed = exc
+        else:
+            chosen = best.strategy
+            log(f"--strategy auto: {chosen} (predicted peak {best.peak_bytes / 2**30:.2f} GiB of a "
+                f"{budget / 2**30:.2f} GiB budget{' per process' if runtime.world_size > 1 else ''}; 'gaescale plan' "
+                "shows every strategy)")
+    chosen = runtime.choice_from_main(chosen, tuple(AUTO_ORDER))
+    if failed is not None:
+        raise failed
+    if chosen is None:
+        raise DistributedError("rank 0 found no strategy that fits its memory budget (its error says more).")
+    return chosen
+
+
+def make_strategy(config: TrainConfig, name: str, graph: Graph, log, runtime: Local | None = None, train_edges=None):
+    """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
+    here for Cluster-GCN, on rank 0 of the ``runtime``); on several ranks, full batch shards the
+    loss and the mini-batch strategies draw their own batches (see :mod:`gaescale.strategies`).
+    ``train_edges``: for Cluster-GCN, ``graph`` is the whole graph and these are its training edges."""
+    opts = config.strategy_options(graph.num_nodes)
+    runtime = runtime or Local()
+    rank, world = runtime.rank, runtime.world_size
+    if world > 1:
+        log(f"data parallel: {world} processes ({runtime.backend}); " + (
+            "the graph replicated, the loss sharded" if name == "full" else
+            "each trains on its own METIS parts" if name == "cluster" else "each draws its own batches"))
+    if name == "cluster":
+        per_batch = opts["clusters_per_batch"]
+        parts = max(world, min(opts["cluster_parts"], graph.num_nodes) // world * world)  # as many on every rank
+        t = time.perf_counter()
+        make = lambda: {"parts": metis_parts(graph, parts, seed=config.seed)}  # noqa: E731 - under torchrun, on rank 0
+        membership = runtime.arrays_on_main(make, "the METIS parts")["parts"]
+        log(f"Cluster-GCN: {parts:,} METIS parts [{time.perf_counter() - t:.1f}s], {per_batch} per step, "
+            f"{-(-parts // (per_batch * world)):,} steps per epoch")
+        return ClusterGCN(membership, per_batch, self_loops=config.self_loops, rank=rank, world_size=world,
+                          num_parts=parts, train_edges=train_edges)
+    if name == "fastgae":
+        size, alpha = opts["fastgae_nodes"], opts["fastgae_alpha"]
+        log(f"FastGAE: loss on {size:,}-node subgraphs drawn with probability ~ degree^{alpha:g}")
+        return FastGAE(min(size, graph.num_nodes), alpha, self_loops=config.self_loops)
+    if name == "neighbor":
+        fanouts, batch = opts["fanouts"], opts["batch_size"]
+        log(f"neighbour sampling: batches of {batch:,} training edges, fan-outs {','.join(map(str, fanouts))}")
+        return NeighborLinks(fanouts, batch, self_loops=config.self_loops, world_size=world)
+    return FullBatch() if world == 1 else ShardedFullBatch(runtime)
