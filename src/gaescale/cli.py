@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "fingerprint: a retrained run or another run's index is refused."))
     index.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     index.add_argument("--out", required=True, help="the index file to write")
-    index.add_argument("--kind", default="auto", help="hnsw, ivf or auto (hnsw up to 4,000,000 nodes; default: auto)")
+    index.add_argument("--kind", default="auto", help="ivf, hnsw or auto (= ivf: built in seconds, the better recall "
+                                                      "measured; default: auto)")
 
     score = sub.add_parser("score", help="probabilities of given node pairs", description=(
         "Score id pairs (two columns; comma, tab or whitespace separated; optional header) with "

@@ -33,25 +33,25 @@ from ..outputs import atomic_write
 KINDS = ("auto", "hnsw", "ivf")
 FORMAT = "gaescale-ann-index"
 EXACT_ABOVE = 1024  # candidates per query above which the exact scan answers that query
-HNSW_ABOVE = 4_000_000  # auto: hnsw up to this many nodes (its links: 8 M bytes per node), ivf above
 
 
 def index_params(n: int, d: int, kind: str = "auto") -> dict:
     """The index chosen for ``n`` vectors of width ``d`` (the embedding width, plus 2 with a bias decoder).
 
-    hnsw: ``M`` = 16 links per node for ``d <= 8``, else 32; ``efConstruction`` 100; ``efSearch`` 64 + 16 log2
-    (n / 10^4) clamped to [64, 256] (a larger graph needs a wider beam for the same recall). ivf: ``nlist`` =
-    4 sqrt(n) cells (at least 39 training points each), ``nprobe`` = nlist / 24 of them searched, trained on
-    at most 64 nlist vectors. ``auto``: hnsw up to :data:`HNSW_ABOVE` nodes, ivf above (less memory)."""
+    ivf: ``nlist`` = 4 sqrt(n) k-means cells (at most n / 39: 39 training points each), trained on at most
+    64 nlist vectors; ``nprobe`` = max(32, nlist / 100) of them searched (a wider share of the cells for
+    ``d > 16``: 64). hnsw: ``M`` = 32 links per node, ``efConstruction`` 100, ``efSearch`` 64 + 16 log2(n / 10^4)
+    clamped to [64, 256] (a larger graph needs a wider beam for the same recall), doubled for ``d > 16``.
+    ``auto`` is ivf: on the 770,000-node demo run it built in seconds where hnsw took a minute, at a higher
+    recall for the same query speed (BENCHMARKS.md, "Approximate top-k")."""
     if kind not in KINDS:
         raise ParameterError("kind", "index", f"one of {list(KINDS)}", kind)
-    if kind == "auto":
-        kind = "hnsw" if n <= HNSW_ABOVE else "ivf"
+    wide = 2 if d > 16 else 1
     if kind == "hnsw":
         ef = int(np.clip(64 + 16 * np.log2(max(n, 1) / 1e4), 64, 256))
-        return {"kind": "hnsw", "M": 16 if d <= 8 else 32, "ef_construction": 100, "ef_search": ef}
+        return {"kind": "hnsw", "M": 32, "ef_construction": 100, "ef_search": ef * wide}
     nlist = int(max(1, min(4 * np.sqrt(n), n // 39)))
-    return {"kind": "ivf", "nlist": nlist, "nprobe": max(1, min(nlist, round(nlist / 24))),
+    return {"kind": "ivf", "nlist": nlist, "nprobe": int(min(nlist, max(32 * wide, round(nlist / 100)))),
             "train_size": min(n, 64 * nlist)}
 
 
@@ -85,7 +85,9 @@ def _check_out(path) -> Path:
     if p.is_dir():
         raise OutputError(f"{p}: is a directory; --out names the index file to write.")
     parent = next((a for a in p.absolute().parents if a.exists()), Path("."))
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
+    if not parent.is_dir():
+        raise OutputError(f"{p}: cannot create the file: {parent} is not a directory.")
+    if not os.access(parent, os.W_OK):
         raise OutputError(f"{p}: cannot create the file under {parent} (no write permission).")
     return p
 
@@ -201,6 +203,8 @@ def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None,
     float32 (exact logits of the candidates found), ``nodes: (Q, k)`` int64, best first, ``-inf`` / ``-1`` padded.
     ``queries: (Q,)`` node indices (default: all). ``stats["exact"]`` counts the queries the exact scan answered."""
     from .predict import top_k
+    from .rundir import Run
+    run = run if isinstance(run, Run) else Run.open(run)
     index, meta = load_index(index_file, run)
     params = meta["params"]
     n = run.embeddings.shape[0]
