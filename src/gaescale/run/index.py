@@ -198,15 +198,20 @@ def _rescore(zl, zq, q: np.ndarray, cand: np.ndarray, k: int, exclude: Graph | N
 
 
 def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None,
-                  stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  stats: dict | None = None, breadth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gaescale.run.predict.top_k` of the run's logits through the index in ``index_file``: ``scores: (Q, k)``
     float32 (exact logits of the candidates found), ``nodes: (Q, k)`` int64, best first, ``-inf`` / ``-1`` padded.
-    ``queries: (Q,)`` node indices (default: all). ``stats["exact"]`` counts the queries the exact scan answered."""
+    ``queries: (Q,)`` node indices (default: all). ``breadth`` replaces the file's ``nprobe`` (ivf) or ``efSearch``
+    (hnsw): higher is slower and finds more. ``stats["exact"]`` counts the queries the exact scan answered."""
     from .predict import top_k
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
     index, meta = load_index(index_file, run)
-    params = meta["params"]
+    params = dict(meta["params"])
+    if breadth is not None:
+        if not isinstance(breadth, (int, np.integer)) or isinstance(breadth, bool) or breadth < 1:
+            raise ParameterError("breadth", "indexed_top_k", "an int >= 1", breadth)
+        params["nprobe" if params["kind"] == "ivf" else "ef_search"] = int(breadth)
     n = run.embeddings.shape[0]
     x, qside = _sides(run.embeddings, run.node_bias)
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
