@@ -107,6 +107,11 @@ def test_index_of_a_retrained_or_another_run_is_refused(tmp_path):
     other = _fake_run(tmp_path / "other", z, bias=np.zeros(50))  # the same z, with biases
     with pytest.raises(InputFileError, match=r"is the index of another run \(50 nodes, d = 3, decoder inner"):
         indexed_top_k(Run.open(other), tmp_path / "i.idx", 3)
+    write_npz(tmp_path / "g.npz", meta=np.frombuffer(b'{"format": "gaescale-ann-index"}', np.uint8),
+              index=np.zeros(3, np.uint8))  # an .npz, even one that looks like an index, is not one
+    for f in (tmp_path / "g.npz", tmp_path / "run" / "embeddings.npy"):
+        with pytest.raises(InputFileError, match="not a gaescale index"):
+            indexed_top_k(Run.open(run), f, 3)
 
 
 def test_hadamard_run_cannot_be_indexed_and_params_follow_n(tmp_path):

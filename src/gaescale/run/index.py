@@ -145,11 +145,15 @@ def load_index(path, run):
         raise InputFileError(p, "no such file." if not p.exists() else "is a directory, expected an index file.")
     not_index = "not a gaescale index (expected a file written by 'gaescale index RUN --out FILE')"
     try:
-        with np.load(p, allow_pickle=False) as f:
+        f = np.load(p, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):  # an .npy array
+            raise ValueError(p)
+        with f:
             meta, blob = json.loads(f["meta"].tobytes()), f["index"]
     except (ValueError, OSError, EOFError, KeyError, UnicodeDecodeError, AttributeError):
         raise InputFileError(p, f"{not_index}.") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or blob.dtype != np.uint8:
+    keys = {"format", "num_nodes", "dim", "decoder", "fingerprint", "run", "params"}
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or not keys <= meta.keys() or blob.dtype != np.uint8:
         raise InputFileError(p, f"{not_index}.")
     rebuild = f"rebuild it with 'gaescale index {run.path} --out {p}'"
     n, d = run.embeddings.shape
