@@ -73,6 +73,31 @@ CASES = {
                                                       "--out", str(t / "l.tsv")],
                                        "{t}/run/nodes.tsv: has 2 ids but embeddings.npy has 30 rows; the run directory "
                                        "is inconsistent."),
+    "index: no run directory": (lambda t, tr: ["index", str(t / "nope"), "--out", str(t / "i.idx")],
+                                "{t}/nope: no such run directory; pass the --out directory of a finished "
+                                "'gaescale train'."),
+    "index: unwritable --out": (lambda t, tr: ["index", _run(_setup_run(t, tr)), "--out", _edit(t, "f", "") + "/i.idx"],
+                                "{t}/f/i.idx: cannot create the file: {t}/f is not a directory."),
+    "index: unknown kind": (lambda t, tr: ["index", _run(_setup_run(t, tr)), "--out", str(t / "i.idx"),
+                                           "--kind", "lsh"],
+                            "The 'kind' parameter of index must be one of ['auto', 'hnsw', 'ivf']. Got 'lsh' instead."),
+    "index: hadamard run": (lambda t, tr: ["index", _edit(_setup_run(t, tr), "run/config.json",
+                                                          '{"decoder": "hadamard"}')[:-12], "--out", str(t / "i.idx")],
+                            "The 'decoder' parameter of index must be 'bias' or 'inner' (a bilinear decoder, which an "
+                            "inner-product index ranks); score candidate pairs of this hadamard run with 'gaescale "
+                            "score'. Got 'hadamard' instead."),
+    "topk: --index not an index": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--index", _edit(t, "i.idx", "x\n"),
+                                                  "--out", str(t / "l.tsv")],
+                                   "{t}/i.idx: not a gaescale index (expected a file written by 'gaescale index RUN "
+                                   "--out FILE')."),
+    "topk: --index missing": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--index", str(t / "i.idx"),
+                                             "--out", str(t / "l.tsv")],
+                              "{t}/i.idx: no such file."),
+    "topk: --index of a retrained run": (lambda t, tr: ["topk", _stale_index(t, tr), "--index", str(t / "i.idx"),
+                                                        "--out", str(t / "l.tsv")],
+                                         "{t}/i.idx: was built from other embeddings than {t}/run/embeddings.npy holds "
+                                         "now (the run was retrained since, or the index is of another run, {t}/run): "
+                                         "rebuild it with 'gaescale index {t}/run --out {t}/i.idx'."),
     "score: unknown id": (lambda t, tr: ["score", _run(_setup_run(t, tr)), _edit(t, "p.txt", "1 2\n# c\n3 77\n")],
                           "{t}/p.txt, line 3, field 'target': node id '77' is not in the run ({t}/run/nodes.tsv)."),
     "score: one column": (lambda t, tr: ["score", _run(_setup_run(t, tr)), _edit(t, "p.csv", "1,2\n5\n")],
@@ -244,6 +269,16 @@ def _prepared(t):
     return str(t / "prep")
 
 
+def _stale_index(t, trained):
+    """The run's index, then the run retrained (other embeddings of the same shape)."""
+    from gaescale.run.index import build_index
+    run = _run(_setup_run(t, trained))
+    build_index(run, t / "i.idx")
+    z = np.load(t / "run" / "embeddings.npy")
+    np.save(t / "run" / "embeddings.npy", z + 1)
+    return run
+
+
 def _edit(t, name, text):
     (t / name).write_text(text)
     return str(t / name)
@@ -309,6 +344,8 @@ API = {
                                                               edge_weight=__import__("torch").tensor([-1.0])),
                          gaescale.ParameterError, "The 'edge_weight' parameter of reconstruction_loss must be finite "
                                                   "weights >= 0. Got 'a weight of -1.0' instead."),
+    "index kind": (lambda: __import__("gaescale.run.index").run.index.index_params(100, 8, kind="lsh"),
+                   gaescale.ParameterError, "The 'kind' parameter of index must be one of ['auto', 'hnsw', 'ivf']."),
     "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
     "embed block": (lambda: __import__("gaescale.run.embed").run.embed.embed("run", "e.txt", block=0),

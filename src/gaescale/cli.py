@@ -94,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     topk.add_argument("--nodes", nargs="+", metavar="ID", help="only these nodes (original ids)")
     topk.add_argument("--exclude-existing", action="store_true", help="leave out the graph's existing edges")
     topk.add_argument("--out", required=True, help="output table: .tsv, .csv or .parquet")
+    topk.add_argument("--index", help="search this file of 'gaescale index' instead of the exact scan (approximate)")
+    index = sub.add_parser("index", help="an approximate-nearest-neighbour index for 'topk --index'", description=(
+        "Build a FAISS index of the run's embeddings (inner-product HNSW, or IVF; the parameters are chosen from "
+        "N and d) for 'gaescale topk RUN --index FILE', and write it atomically to --out with the run's "
+        "fingerprint: a retrained run or another run's index is refused."))
+    index.add_argument("run", help="a run directory (the --out of 'gaescale train')")
+    index.add_argument("--out", required=True, help="the index file to write")
+    index.add_argument("--kind", default="auto", help="ivf, hnsw or auto (= ivf: built in seconds, the better recall "
+                                                      "measured; default: auto)")
 
     score = sub.add_parser("score", help="probabilities of given node pairs", description=(
         "Score id pairs (two columns; comma, tab or whitespace separated; optional header) with "
@@ -212,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "topk":
             from .run.predict import topk_links
             topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
-                       exclude_existing=args.exclude_existing, out=args.out, log=_log)
+                       exclude_existing=args.exclude_existing, out=args.out, log=_log, index=args.index)
+        elif args.command == "index":
+            from .run.index import build_index
+            build_index(args.run, args.out, kind=args.kind, log=_log)
         elif args.command == "score":
             from .run.predict import score_pairs
             table = score_pairs(args.run, args.pairs, out=args.out)

@@ -162,3 +162,10 @@ def test_embed_refuses_a_directed_run_with_features(tmp_path):
         embed(tmp_path / "run", tmp_path / "run" / "missing.txt")
     # the directed encoder is gaescale's own: model.pt names no custom encoder
     assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)["custom_encoder"] is None
+
+
+def test_an_index_of_a_directed_run_is_refused(dag_runs, tmp_path):
+    from gaescale.run.index import build_index
+    with pytest.raises(gaescale.ParameterError, match="The 'run' parameter of index must be an undirected run"):
+        build_index(Run.open(dag_runs[3]), tmp_path / "i.idx")
+    assert not (tmp_path / "i.idx").exists()

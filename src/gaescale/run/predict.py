@@ -164,10 +164,12 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[int], str]:
     return src, dst, lines, name
 
 
-def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, out=None, log=None) -> dict:
+def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, out=None, log=None,
+               index=None) -> dict:
     """``gaescale topk``: the ``k`` most likely new links of every node of a run (or of ``nodes``, given by
     their original ids), keyed by the original ids. With ``out`` (.tsv/.csv/.parquet) the table is written
-    atomically. Returns the columns ``node, rank, candidate, score`` (inner product), ``probability``."""
+    atomically. Returns the columns ``node, rank, candidate, score`` (inner product), ``probability``.
+    ``index``: a file of ``gaescale index`` to search instead of the exact scan (:mod:`gaescale.run.index`)."""
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
     if out is not None:
@@ -180,10 +182,14 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
                                                "'gaescale score'", "hadamard")
     queries = None if nodes is None else run.rows(list(nodes), "--nodes")
     graph = run.graph() if exclude_existing else None
-    z, metric = run.logits_form()
-    half = z.shape[1] // 2 if run.directed else None  # directed: z_s of the queries against z_t of the candidates
-    scores, cand = top_k(z if half is None else z[:, :half], int(k), queries=queries, exclude=graph, metric=metric,
-                         targets=None if half is None else z[:, half:])
+    if index is not None:
+        from .index import indexed_top_k
+        scores, cand = indexed_top_k(run, index, int(k), queries=queries, exclude=graph)
+    else:
+        z, metric = run.logits_form()
+        half = z.shape[1] // 2 if run.directed else None  # directed: z_s of the queries against z_t of the candidates
+        scores, cand = top_k(z if half is None else z[:, :half], int(k), queries=queries, exclude=graph,
+                             metric=metric, targets=None if half is None else z[:, half:])
     q = np.arange(run.embeddings.shape[0]) if queries is None else queries
     ok = cand >= 0
     ids = run.node_ids
