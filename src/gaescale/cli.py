@@ -58,34 +58,8 @@ def _add_tune(sub) -> None:
     _add_config_flags(tune, {"edges", "resume", "report", "checkpoint_every", "time_limit", "tensorboard"}, {})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gaescale",
-        description="Train graph autoencoders (GCN encoder, inner-product decoder) on large graphs without "
-                    "N x N tensors, and write embeddings keyed by your node ids, the model and link-prediction "
-                    "metrics.")
-    parser.add_argument("--version", action="version", version=f"gaescale {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    train = sub.add_parser("train", help="train on an edge list", description=(
-        "Train on an edge list (or a directory of 'gaescale prepare') and write embeddings.npy, nodes.tsv, "
-        "model.pt, config.json and metrics.json to --out. Started by torchrun (e.g. 'torchrun --nproc-per-node 2 "
-        "-m gaescale train ...'), it trains on every process with DistributedDataParallel."))
-    train.add_argument("edges", nargs="?", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"] +
-                       " (may come from --config instead)")
-    train.add_argument("--config", help="a JSON file of config fields, e.g. a run's config.json; flags given "
-                                        "on the command line take precedence")
-    _add_config_flags(train, {"edges"}, {})
-
-    _add_tune(sub)
-
-    demo = sub.add_parser("demo", help="train on the built-in 770,000-node community graph", description=(
-        "Generate the deterministic default graph (communities, heavy-tailed degrees, 8 features per node) and "
-        "train the user's model on it (GCN 8 -> 16 -> 16 -> 8) end to end."))
-    demo.add_argument("--nodes", type=int, default=770_000, help="nodes of the generated graph (default: 770000)")
-    demo.add_argument("--num-edges", type=int, default=4_600_000, help="undirected edges (default: 4600000)")
-    demo.add_argument("--graph-seed", type=int, default=0, help="seed of the generated graph (default: 0)")
-    _add_config_flags(demo, {"edges", "features", "ids", "header"}, DEMO_DEFAULTS)
+def _add_run_commands(sub) -> None:
+    """The commands that use a finished run's model or embeddings: topk, index, score, embed."""
     topk = sub.add_parser("topk", help="the k most likely new links of each node", description=(
         "The k nodes of largest inner product with each node (or with --nodes), never forming N x N; "
         "the table is keyed by the original ids: node, rank, candidate, score (inner product), probability."))
@@ -129,6 +103,37 @@ def build_parser() -> argparse.ArgumentParser:
         f = TrainConfig.__dataclass_fields__[name]
         emb.add_argument(_flag(name), default=None, choices=f.metadata["choices"],
                          help=f.metadata["help"] + " (default: the run's own setting)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gaescale",
+        description="Train graph autoencoders (GCN encoder, inner-product decoder) on large graphs without "
+                    "N x N tensors, and write embeddings keyed by your node ids, the model and link-prediction "
+                    "metrics.")
+    parser.add_argument("--version", action="version", version=f"gaescale {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    train = sub.add_parser("train", help="train on an edge list", description=(
+        "Train on an edge list (or a directory of 'gaescale prepare') and write embeddings.npy, nodes.tsv, "
+        "model.pt, config.json and metrics.json to --out. Started by torchrun (e.g. 'torchrun --nproc-per-node 2 "
+        "-m gaescale train ...'), it trains on every process with DistributedDataParallel."))
+    train.add_argument("edges", nargs="?", help=TrainConfig.__dataclass_fields__["edges"].metadata["help"] +
+                       " (may come from --config instead)")
+    train.add_argument("--config", help="a JSON file of config fields, e.g. a run's config.json; flags given "
+                                        "on the command line take precedence")
+    _add_config_flags(train, {"edges"}, {})
+
+    _add_tune(sub)
+
+    demo = sub.add_parser("demo", help="train on the built-in 770,000-node community graph", description=(
+        "Generate the deterministic default graph (communities, heavy-tailed degrees, 8 features per node) and "
+        "train the user's model on it (GCN 8 -> 16 -> 16 -> 8) end to end."))
+    demo.add_argument("--nodes", type=int, default=770_000, help="nodes of the generated graph (default: 770000)")
+    demo.add_argument("--num-edges", type=int, default=4_600_000, help="undirected edges (default: 4600000)")
+    demo.add_argument("--graph-seed", type=int, default=0, help="seed of the generated graph (default: 0)")
+    _add_config_flags(demo, {"edges", "features", "ids", "header"}, DEMO_DEFAULTS)
+    _add_run_commands(sub)
 
     report = sub.add_parser("report", help="plots and an HTML report of a run", description=(
         "Write PNG plots and one self-contained report.html (loss and validation curves, score histograms, "
