@@ -1,6 +1,5 @@
 import atexit
 import socket
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,36 +19,6 @@ def shared_data():
 
 _RESERVED: list[socket.socket] = []
 atexit.register(lambda: [s.close() for s in _RESERVED])
-
-
-# Tests marked slow by name (pyproject.toml's [tool.pytest.ini_options] registers the marker; the test files
-# of the torchrun runs, the checkpoint kill and bench_gpu carry @pytest.mark.slow): each over ~5 s on 2 cores,
-# or a process group. A name here that its collected file no longer has is reported as a warning.
-SLOW = {
-    "tests/test_losses.py::test_exact_dense_term_memory_stays_within_budget_at_50k_nodes",
-    "tests/parallel/test_shards.py::test_three_ranks_hold_a_third_each_and_read_and_sample_what_the_whole_graph_gives",
-    "tests/parallel/test_transfer.py::test_arrays_from_rank_0_arrive_whole_in_pieces_and_its_error_stops_the_others",
-    "tests/run/test_tune.py::test_cli_tune_writes_best_json",
-    "tests/run/test_tune.py::test_three_trials_never_score_a_test_pair_and_best_json_trains",
-    "tests/run/test_pipeline.py::test_cora_gae_paper_setting",
-    "tests/run/test_predict.py::test_topk_cli_keyed_by_ids_and_matches_brute_force",
-    "tests/test_cli.py::test_train_string_ids_end_to_end",
-    "tests/test_cli.py::test_help_lists_every_config_field",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before -m deselects
-def pytest_collection_modifyitems(config, items):
-    found, files = set(), {item.nodeid.split("::")[0] for item in items}
-    for item in items:
-        name = item.nodeid.split("[")[0]
-        if name in SLOW:
-            item.add_marker(pytest.mark.slow)
-            found.add(name)
-    for name in sorted(SLOW - found):
-        if name.split("::")[0] in files and not config.getoption("keyword") and not config.getoption("markexpr"):
-            warnings.warn(pytest.PytestWarning(f"tests/conftest.py SLOW names {name}, which is not collected"),
-                          stacklevel=1)
 
 
 def free_port() -> int:

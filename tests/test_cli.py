@@ -100,6 +100,7 @@ def test_missing_out_is_a_usage_error(tmp_path):
     assert r.returncode == 2 and "required: --out" in r.stderr
 
 
+@pytest.mark.slow
 def test_help_lists_every_config_field():
     import dataclasses
 
@@ -113,6 +114,7 @@ def test_help_lists_every_config_field():
     assert r.returncode == 0 and "--nodes" in r.stdout and "(default: 16,16)" in r.stdout
 
 
+@pytest.mark.slow
 def test_train_string_ids_end_to_end(tmp_path):
     """Embeddings keyed by the user's own ids; every output present; real subprocess exit code."""
     names = [f"user_{i}" for i in range(40)]

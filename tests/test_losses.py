@@ -183,6 +183,7 @@ print(peak_rss_bytes() - base)
 """
 
 
+@pytest.mark.slow
 def test_exact_dense_term_memory_stays_within_budget_at_50k_nodes():
     """Peak RSS growth (a fresh process) while computing value and gradient over 2.5e9 pairs."""
     import subprocess

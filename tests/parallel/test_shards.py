@@ -94,6 +94,7 @@ def _models():
     yield "vgae", VGAE(GCN(5, [6, 2 * 3]))
 
 
+@pytest.mark.slow
 def test_three_ranks_hold_a_third_each_and_read_and_sample_what_the_whole_graph_gives():
     mp.spawn(_worker, args=(3, free_port()), nprocs=3, join=True)
 

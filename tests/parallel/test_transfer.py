@@ -39,6 +39,7 @@ def _arrays(rank: int, port: int) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_arrays_from_rank_0_arrive_whole_in_pieces_and_its_error_stops_the_others():
     mp.spawn(_arrays, args=(free_port(),), nprocs=2, join=True)
 

@@ -52,6 +52,7 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cora_gae_paper_setting(shared_data, tmp_path):
     """GAE paper protocol: GCN 32 -> 16, lr 0.01, 200 epochs, 85/5/10 split, Cora with its features."""
     r = gaescale.train(edges=str(shared_data / "cora.npz"), hidden="32", dim=16, lr=0.01, epochs=200, patience=0,

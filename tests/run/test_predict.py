@@ -76,6 +76,7 @@ def run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_topk_cli_keyed_by_ids_and_matches_brute_force(run, tmp_path):
     out = tmp_path / "links.parquet"
     r = subprocess.run([sys.executable, "-m", "gaescale", "topk", str(run), "--k", "5", "--exclude-existing",

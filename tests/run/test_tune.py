@@ -31,6 +31,7 @@ def _pairs(a: np.ndarray) -> set:
     return set(zip(*np.sort(a, axis=0).tolist()))
 
 
+@pytest.mark.slow
 def test_three_trials_never_score_a_test_pair_and_best_json_trains(edges, tmp_path, monkeypatch):
     path, _ = edges
     scored = []
@@ -105,6 +106,7 @@ def test_bad_search_parameters_have_named_messages(edges, tmp_path, kwargs, matc
         tune(data=data, out=str(tmp_path / "s"), **kwargs)
 
 
+@pytest.mark.slow
 def test_cli_tune_writes_best_json(edges, tmp_path):
     path, _ = edges
     r = subprocess.run([sys.executable, "-m", "gaescale", "tune", str(path), "--out", str(tmp_path / "s"),
