@@ -79,41 +79,50 @@ def sample_non_edges(count: int, num_nodes: int, num_edges: int, is_edge, rng: n
     return np.stack([found // num_nodes, found % num_nodes])
 
 
-def _check_fractions(owner: str, val_fraction, test_fraction) -> None:
+def check_fractions(owner: str, val_fraction, test_fraction) -> None:
     for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
         if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
             raise ParameterError(name, owner, "a float in [0, 1)", value)
 
 
 def _check_hashed_fractions(owner: str, val_fraction, test_fraction) -> None:
-    _check_fractions(owner, val_fraction, test_fraction)
+    check_fractions(owner, val_fraction, test_fraction)
     if val_fraction + test_fraction >= 1.0:
         raise ParameterError("val_fraction + test_fraction", owner, "below 1 to leave training edges",
                              round(val_fraction + test_fraction, 6))
 
 
+def permuted_parts(owner: str, num_edges: int, val_fraction: float, test_fraction: float,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted edge positions of the training, validation and test parts: a random permutation of
+    ``range(num_edges)`` cut by the fractions (rounded down), checked to leave training edges."""
+    check_fractions(owner, val_fraction, test_fraction)
+    n_val, n_test = int(num_edges * val_fraction), int(num_edges * test_fraction)
+    n_train = num_edges - n_val - n_test
+    if n_train <= 0:
+        raise ParameterError("val_fraction + test_fraction", owner,
+                             f"small enough to leave training edges (the graph has {num_edges:,} edges)",
+                             round(val_fraction + test_fraction, 6))
+    perm = rng.permutation(num_edges)
+    return np.sort(perm[:n_train]), np.sort(perm[n_train:n_train + n_val]), np.sort(perm[n_train + n_val:])
+
+
 def split_edges(graph: Graph, val_fraction: float = 0.05, test_fraction: float = 0.10, *, seed: int = 0) -> EdgeSplit:
     """Split the undirected edges of ``graph`` (fractions of its edges, rounded down); the training edges of a
     weighted graph keep their weights (``train_weight``)."""
-    _check_fractions("split_edges", val_fraction, test_fraction)
+    check_fractions("split_edges", val_fraction, test_fraction)
     graph.require_edges()
     edges = graph.edge_index()
     e = edges.shape[1]
-    n_val, n_test = int(e * val_fraction), int(e * test_fraction)
-    n_train = e - n_val - n_test
-    if n_train <= 0:
-        raise ParameterError("val_fraction + test_fraction", "split_edges",
-                             f"small enough to leave training edges (the graph has {e:,} edges)",
-                             round(val_fraction + test_fraction, 6))
     rng = np.random.default_rng(seed)
-    perm = rng.permutation(e)
-    pick = lambda idx: edges[:, np.sort(idx)]  # noqa: E731 - sorted keeps the CSR build cheap
-    train, val_pos, test_pos = pick(perm[:n_train]), pick(perm[n_train:n_train + n_val]), pick(perm[n_train + n_val:])
-    neg = sample_non_edges(n_val + n_test, graph.num_nodes, e, graph.has_edges, rng)
+    train_at, val_at, test_at = permuted_parts("split_edges", e, val_fraction, test_fraction, rng)
+    # sorted positions: the parts stay sorted by (u, v), which keeps the CSR build cheap
+    n_val = val_at.size
+    neg = sample_non_edges(n_val + test_at.size, graph.num_nodes, e, graph.has_edges, rng)
     weights = graph.edge_weight()
-    train_weight = None if weights is None else weights[np.sort(perm[:n_train])]
-    return EdgeSplit(train, val_pos, neg[:, :n_val], test_pos, neg[:, n_val:], graph.num_nodes,
-                     train_weight=train_weight)
+    train_weight = None if weights is None else weights[train_at]
+    return EdgeSplit(edges[:, train_at], edges[:, val_at], neg[:, :n_val], edges[:, test_at], neg[:, n_val:],
+                     graph.num_nodes, train_weight=train_weight)
 
 
 def _edge_hash(u: np.ndarray, v: np.ndarray, num_nodes: int, seed: int) -> np.ndarray:

@@ -12,7 +12,8 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import GraphError, ParameterError
+from ..data.split import check_fractions, permuted_parts
+from ..errors import GraphError
 from ..graph import CleanStats, Graph, sorted_unique
 from ..sparse import SparseOperator
 
@@ -156,24 +157,15 @@ def split_directed(graph: DiGraph, val_fraction: float = 0.05, test_fraction: fl
                    seed: int = 0) -> DirectedSplit:
     """Split the directed edges of ``graph`` (fractions of its edges, rounded down), as
     :func:`gaescale.data.split.split_edges` splits undirected ones: a random permutation of the edges."""
-    for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-        if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
-            raise ParameterError(name, "split_directed", "a float in [0, 1)", value)
+    check_fractions("split_directed", val_fraction, test_fraction)
     graph.require_edges()
     edges = graph.edge_index()
-    e = edges.shape[1]
-    n_val, n_test = int(e * val_fraction), int(e * test_fraction)
-    n_train = e - n_val - n_test
-    if n_train <= 0:
-        raise ParameterError("val_fraction + test_fraction", "split_directed",
-                             f"small enough to leave training edges (the graph has {e:,} edges)",
-                             round(val_fraction + test_fraction, 6))
     rng = np.random.default_rng(seed)
-    perm = rng.permutation(e)
-    pick = lambda idx: edges[:, np.sort(idx)]  # noqa: E731 - sorted by (u, v)
-    train, val_pos, test_pos = pick(perm[:n_train]), pick(perm[n_train:n_train + n_val]), pick(perm[n_train + n_val:])
-    neg = sample_ordered_non_edges(n_val + n_test, graph, rng)
-    return DirectedSplit(train, val_pos, neg[:, :n_val], test_pos, neg[:, n_val:], graph.num_nodes)
+    train_at, val_at, test_at = permuted_parts("split_directed", edges.shape[1], val_fraction, test_fraction, rng)
+    n_val = val_at.size
+    neg = sample_ordered_non_edges(n_val + test_at.size, graph, rng)
+    return DirectedSplit(edges[:, train_at], edges[:, val_at], neg[:, :n_val], edges[:, test_at], neg[:, n_val:],
+                         graph.num_nodes)
 
 
 def reverse_pairs(graph: DiGraph, pos: np.ndarray) -> np.ndarray:
