@@ -91,14 +91,9 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     config = _config(config, options)
     rt = runtime or group or Local()
     data = as_edge_list(data)  # a PyG Data: from_pyg
-    if custom is not None:
-        check_custom_encoder(custom, config, rt, prepared=data is None and is_prepared(config.edges))
+    _check_custom(custom, config, rt, prepared=data is None and is_prepared(config.edges))
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
     if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
-        if custom is not None:
-            raise ParameterError("encoder", "train", "an encoder name with directed=True (a module given as "
-                                                     "encoder= is not supported on directed graphs yet)",
-                                 type(custom).__name__)
         from ..directed.pipeline import train_directed
         return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test)
     device, out = _start(config, rt, log)
@@ -141,6 +136,16 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     result = _finish(config, model, inputs, csr, placed.split, fitted, metrics, sizes, out, log)
     rt.barrier()  # the others wait here (a rank that tore the group down alone was seen to abort)
     return result
+
+
+def _check_custom(custom, config: TrainConfig, rt: Local, *, prepared: bool) -> None:
+    """Refuse, before anything is read, what a module given as ``train(encoder=...)`` cannot do."""
+    if custom is None:
+        return
+    if config.directed:
+        raise ParameterError("encoder", "train", "an encoder name with directed=True (a module given as encoder= is "
+                                                 "not supported on directed graphs yet)", type(custom).__name__)
+    check_custom_encoder(custom, config, rt, prepared=prepared)
 
 
 @dataclass
