@@ -112,6 +112,7 @@ def test_help_lists_every_config_field():
             assert f.metadata.get("flag", "--" + f.name.replace("_", "-")) in r.stdout, f.name
     r = subprocess.run([sys.executable, "-m", "gaescale", "demo", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--nodes" in r.stdout and "(default: 16,16)" in r.stdout
+    assert "--weighted" not in r.stdout  # the built-in graph has no weights
 
 
 @pytest.mark.slow

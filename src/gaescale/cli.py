@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--nodes", type=int, default=770_000, help="nodes of the generated graph (default: 770000)")
     demo.add_argument("--num-edges", type=int, default=4_600_000, help="undirected edges (default: 4600000)")
     demo.add_argument("--graph-seed", type=int, default=0, help="seed of the generated graph (default: 0)")
-    _add_config_flags(demo, {"edges", "features", "ids", "header"}, DEMO_DEFAULTS)
+    _add_config_flags(demo, {"edges", "features", "ids", "header", "weighted", "weight_column"}, DEMO_DEFAULTS)
     _add_run_commands(sub)
 
     report = sub.add_parser("report", help="plots and an HTML report of a run", description=(
