@@ -164,8 +164,31 @@ def test_embed_refuses_a_directed_run_with_features(tmp_path):
     assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)["custom_encoder"] is None
 
 
-def test_an_index_of_a_directed_run_is_refused(dag_runs, tmp_path):
+def test_an_index_of_a_directed_run_ranks_out_links_as_the_exact_topk(dag_runs, tmp_path):
     from gaescale.run.index import build_index
-    with pytest.raises(gaescale.ParameterError, match="The 'run' parameter of index must be an undirected run"):
-        build_index(Run.open(dag_runs[3]), tmp_path / "i.idx")
-    assert not (tmp_path / "i.idx").exists()
+    run = Run.open(dag_runs[3])
+    for kind in ("hnsw", "ivf"):
+        idx = tmp_path / f"{kind}.idx"
+        assert build_index(run, idx, kind=kind)["decoder"] == "directed"
+        for exclude in (False, True):
+            exact = topk_links(run, 5, exclude_existing=exclude)
+            found = topk_links(run, 5, exclude_existing=exclude, index=idx)
+            pairs = lambda t: set(zip(t["node"], t["candidate"]))  # noqa: E731
+            assert len(pairs(found) & pairs(exact)) >= 0.95 * len(pairs(exact))
+            # every score is the exact s_uv of the pair (z_s_u . z_t_v), never the symmetric z_u . z_v
+            z = run.embeddings
+            h = z.shape[1] // 2
+            u, v = run.rows(list(found["node"]), "n"), run.rows(list(found["candidate"]), "c")
+            np.testing.assert_allclose(found["score"], (z[u, :h] * z[v, h:]).sum(1), rtol=1e-4, atol=1e-4)
+            if exclude:  # no existing out-link is proposed
+                assert not run.graph().has_edges(u, v).any()
+
+
+def test_an_index_ranks_the_hand_made_directed_run(tmp_path):
+    from gaescale.run.index import build_index
+    run = _hand_run(tmp_path)
+    build_index(run, tmp_path / "i.idx", kind="hnsw")
+    top = topk_links(str(run), 1, index=tmp_path / "i.idx")
+    assert list(top["candidate"]) == ["b", "c", "a"] and top["score"] == pytest.approx([6.0, 0.5, -0.1], abs=1e-6)
+    excl = topk_links(str(run), 2, exclude_existing=True, index=tmp_path / "i.idx")
+    assert list(zip(excl["node"], excl["candidate"])) == [("a", "c"), ("b", "c"), ("b", "a"), ("c", "a"), ("c", "b")]

@@ -11,6 +11,10 @@ For the latter the index holds ``x_j = [z_j, b_j, 1]`` and a query is ``q_i = [z
   ``|q - x|^2 = |q|^2 + R^2 - 2 q . x`` and the nearest is the largest inner product. k-means cells under
   L2 partition these vectors better than under the inner product (higher recall at the same ``nprobe``).
 
+A directed run (``--directed``) holds ``[z_s | z_t]`` (biases already among the columns): the index holds the
+target halves ``z_t_j`` and a query is the source half ``z_s_i``, so a search ranks a node's out-links, as the
+exact ``topk`` does, and ``--exclude-existing`` leaves out its out-neighbours.
+
 The candidates the index returns are rescored exactly (the run's own logits), so a returned score is never
 approximate: only a missed candidate is. ``exclude`` (``--exclude-existing``) asks the index for ``k + 1 +
 degree`` candidates of each query and drops the node itself and its neighbours; a query whose degree makes
@@ -24,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .._version import __version__
 from ..errors import InputFileError, OutputError, ParameterError
@@ -60,9 +65,13 @@ def _faiss():
     return faiss
 
 
-def _sides(z: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """``(x: (N, w), q: (N, w))`` float32 with ``q_i . x_j`` the logit of ``(i, j)``: ``w = d`` or ``d + 2``."""
+def _sides(z: np.ndarray, bias: np.ndarray | None, directed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``(x: (N, w), q: (N, w))`` float32 with ``q_i . x_j`` the logit of ``(i, j)``: ``w = d`` or ``d + 2``
+    (``directed``: ``z = [z_s | z_t]: (N, 2w)``, ``x = z_t``, ``q = z_s``)."""
     z = np.ascontiguousarray(z, dtype=np.float32)
+    if directed:
+        h = z.shape[1] // 2
+        return np.ascontiguousarray(z[:, h:]), np.ascontiguousarray(z[:, :h])
     if bias is None:
         return z, z
     b, one = bias.astype(np.float32)[:, None], np.ones((z.shape[0], 1), np.float32)
@@ -94,9 +103,7 @@ def _check_out(path) -> Path:
 
 def _decoder_of(run) -> str:
     if run.directed:
-        raise ParameterError("run", "index", "an undirected run (an index of a directed run's source/target "
-                                             "embeddings is not supported yet; 'gaescale topk' without --index ranks "
-                                             "its out-links exactly)", str(run.path))
+        return "directed"
     if run.decoder == "hadamard":
         raise ParameterError("decoder", "index", "'bias' or 'inner' (a bilinear decoder, which an inner-product index "
                                                  "ranks); score candidate pairs of this hadamard run with "
@@ -112,7 +119,7 @@ def build_index(run, out, *, kind: str = "auto", log=None) -> dict:
     run = run if isinstance(run, Run) else Run.open(run)
     out = _check_out(out)
     decoder = _decoder_of(run)
-    x, _ = _sides(run.embeddings, run.node_bias)
+    x, _ = _sides(run.embeddings, run.node_bias, run.directed)
     n, d = run.embeddings.shape
     params = index_params(n, x.shape[1], kind)
     faiss = _faiss()
@@ -221,7 +228,7 @@ def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None,
             raise ParameterError("breadth", "indexed_top_k", "an int >= 1", breadth)
         params["nprobe" if params["kind"] == "ivf" else "ef_search"] = int(breadth)
     n = run.embeddings.shape[0]
-    x, qside = _sides(run.embeddings, run.node_bias)
+    x, qside = _sides(run.embeddings, run.node_bias, run.directed)
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
     need = k + 1 + (exclude.degree[q_all] if exclude is not None else 0)
     need = np.broadcast_to(need, q_all.shape)
@@ -230,7 +237,12 @@ def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None,
     exact = need > EXACT_ABOVE
     if exact.any():
         zl, metric = run.logits_form()
-        scores[exact], nodes[exact] = top_k(zl, k, queries=q_all[exact], exclude=exclude, metric=metric)
+        if run.directed:  # z_s of the queries against z_t of the candidates
+            zl, metric, targets = torch.from_numpy(qside), None, torch.from_numpy(x)
+        else:
+            targets = None
+        scores[exact], nodes[exact] = top_k(zl, k, queries=q_all[exact], exclude=exclude, metric=metric,
+                                            targets=targets)
     kk = np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(need, 1))).astype(np.int64))
     for width in np.unique(kk[~exact]):
         sel = np.nonzero((kk == width) & ~exact)[0]
