@@ -153,13 +153,41 @@ def test_what_directed_does_not_support_yet_is_refused():
         gaescale.train(data=layered_dag(), directed=True, encoder=gaescale.GCN(None, [4], num_nodes=150), quiet=True)
 
 
-def test_embed_refuses_a_directed_run_with_features(tmp_path):
+def test_embed_of_a_directed_run_equals_its_embeddings_and_keeps_direction_for_new_nodes(tmp_path):
     data = layered_dag()
-    data.x = np.random.default_rng(0).normal(size=(data.num_nodes, 3)).astype(np.float32)
-    gaescale.train(data=data, directed=True, out=str(tmp_path / "run"), **{**FAST, "epochs": 2})
-    from gaescale.run.embed import embed
-    with pytest.raises(gaescale.ParameterError, match="The 'run' parameter of embed must be an undirected run"):
-        embed(tmp_path / "run", tmp_path / "run" / "missing.txt")
+    rng = np.random.default_rng(0)
+    data.x = np.eye(5, dtype=np.float32)[np.arange(data.num_nodes) // 30] + rng.normal(0, 0.1, (data.num_nodes, 5))
+    data.x = data.x.astype(np.float32)
+    run = gaescale.train(data=data, directed=True, out=str(tmp_path / "run"), **{**FAST, "epochs": 60})
+    edges, feats = tmp_path / "e.tsv", tmp_path / "x.npy"
+    # the training graph (its training edges: what the encoder saw) plus two new nodes: 150 -> layer-1 nodes
+    # (a source like layer 0) and layer-3 nodes -> 151 (a target like layer 4)
+    train = np.load(tmp_path / "run" / "heldout.npz")
+    held = {tuple(p) for k in ("val_pos", "test_pos") for p in train[k].T}
+    kept = np.array([p for p in data.edge_index.T if tuple(p) not in held]).T
+    new = np.array([[150] * 4 + list(range(90, 94)), list(range(30, 34)) + [151] * 4])
+    edges.write_text("".join(f"{u}\t{v}\n" for u, v in kept.T))
+    np.save(feats, data.x)
+    same = Run.open(tmp_path / "run").embed(edges, feats)  # the training graph: embeddings.npy again
+    rows = {int(i): r for r, i in enumerate(same.node_ids)}
+    old = np.array([rows[i] for i in range(data.num_nodes)])
+    assert same.num_new == 0 and same.node_bias is None
+    np.testing.assert_allclose(same.embeddings[old], run.embeddings, rtol=1e-4, atol=1e-5)
+    edges.write_text("".join(f"{u}\t{v}\n" for u, v in np.concatenate([kept, new], axis=1).T))
+    np.save(feats, np.vstack([data.x, np.eye(5, dtype=np.float32)[[0, 4]]]))
+    out = Run.open(tmp_path / "run").embed(edges, feats, out=tmp_path / "z.npy")
+    assert out.num_new == 2
+    rows = {int(i): r for r, i in enumerate(out.node_ids)}
+    z, h = out.embeddings, out.embeddings.shape[1] // 2
+    s = lambda u, v: float(z[rows[u], :h] @ z[rows[v], h:])  # noqa: E731
+    assert np.isfinite(z).all()
+    # the new source points at layer 1, not the other way round; layer 3 points at the new target
+    assert np.mean([s(150, v) > s(v, 150) for v in range(30, 60)]) > 0.8
+    assert np.mean([s(u, 151) > s(151, u) for u in range(90, 120)]) > 0.8
+    assert np.load(tmp_path / "z.npy").shape == z.shape
+    with pytest.raises(gaescale.ParameterError, match="The 'block' parameter of embed must be None or 'auto' for a "
+                                                      "directed run"):
+        Run.open(tmp_path / "run").embed(edges, feats, block=64)
     # the directed encoder is gaescale's own: model.pt names no custom encoder
     assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)["custom_encoder"] is None
 

@@ -106,6 +106,15 @@ class SourceTargetEncoder(nn.Module):
         return torch.cat([s, t], dim=1)
 
 
+def with_biases(z: Tensor, source_bias: Tensor, target_bias: Tensor) -> Tensor:
+    """``[z_s, b_s, 1 | z_t, 1, b_t]: (N, 2h + 4)`` of ``z = [z_s | z_t]: (N, 2h)`` and the biases ``(N,)`` each:
+    the product of a row's first half with another's second adds the source's and the target's bias."""
+    zs, zt = halves(z)
+    one = torch.ones_like(source_bias)[:, None].to(z.dtype)
+    bs, bt = source_bias[:, None].to(z.dtype), target_bias[:, None].to(z.dtype)
+    return torch.cat([zs, bs, one, zt, one, bt], dim=1)
+
+
 class DirectedGAE(nn.Module):
     """A graph autoencoder of a directed graph: ``z = model(x, graph)``, ``[z_s | z_t]`` (with ``num_nodes``, per
     node biases as two more columns on each side, see the module's docstring); ``model.loss(z, edge_index)``."""
@@ -126,10 +135,7 @@ class DirectedGAE(nn.Module):
         z = self.encoder(x, graph)
         if self.source_bias is None:
             return z
-        zs, zt = halves(z)
-        one = torch.ones_like(self.source_bias)[:, None].to(z.dtype)
-        bs, bt = self.source_bias[:, None].to(z.dtype), self.target_bias[:, None].to(z.dtype)
-        return torch.cat([zs, bs, one, zt, one, bt], dim=1)
+        return with_biases(z, self.source_bias, self.target_bias)
 
     encode = forward
 

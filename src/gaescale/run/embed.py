@@ -9,7 +9,9 @@ an inductive encoder can do this: one with node features (GCN, SAGE, linear). A 
 learnt table with one row per training node, which has no row for a node it never saw: it is refused. So is a
 run of a custom encoder (``train(encoder=module)``, e.g. a :class:`gaescale.pyg.PyGEncoder`): model.pt holds its
 weights, not its code. A weighted run (``--weighted``) reads the edge list's weights as training did (its
-``weight_column`` too), so the encoder's normalisation is the weighted one.
+``weight_column`` too), so the encoder's normalisation is the weighted one. A directed run (``--directed``) reads
+the edges as directed and its source/target encoder embeds them in one forward pass (as training did); its rows
+have the layout of its embeddings.npy, ``[z_s | z_t]`` or, with the bias decoder, ``[z_s, b_s, 1 | z_t, 1, b_t]``.
 
 Output (``out``, by suffix, each file written atomically)::
 
@@ -20,7 +22,8 @@ Output (``out``, by suffix, each file written atomically)::
 
 With ``--decoder bias`` a node the run knew (same id, compared as text) keeps its learnt bias ``b_i``; a new node
 gets the mean of the learnt biases (the bias of a typical node: the table is learnt per training node, and a new
-node has no entry). The embeddings ``z`` never include the bias (as embeddings.npy).
+node has no entry). The embeddings ``z`` of an undirected run never include the bias (as embeddings.npy); a
+directed run's carry the source and target biases in their columns, a new node the mean of each.
 """
 from __future__ import annotations
 
@@ -75,9 +78,9 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     out = None if out is None else check_out_path(out)
     state = _load_model_file(run)
     config = TrainConfig.from_dict(state["config"])
-    if config.directed:
-        raise ParameterError("run", "embed", "an undirected run: embedding the nodes of a new graph with a directed "
-                             "run's source/target encoder (--directed) is not supported yet", str(run.path))
+    if config.directed and isinstance(block, int):
+        raise ParameterError("block", "embed", "None or 'auto' for a directed run (its source/target encoder embeds "
+                                               "in one forward pass)", block)
     _refuse_custom_encoder(run, state)
     in_dim = state.get("in_dim")
     if in_dim is None:
@@ -87,17 +90,21 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
                              "(node attributes, or e.g. each node's degree)", str(run.path))
     t = time.perf_counter()
     graph, x, node_ids = _read_graph(edges, features, ids or config.ids, header or config.header, in_dim,
-                                     weighted=config.weighted, weight_column=config.weight_column)
-    log(f"read {edges}: {graph.num_nodes:,} nodes, {graph.num_edges:,} {'weighted ' if graph.weighted else ''}"
-        f"edges, {in_dim} features per node [{time.perf_counter() - t:.1f}s]")
+                                     weighted=config.weighted, weight_column=config.weight_column,
+                                     directed=config.directed)
+    kind = "directed " if config.directed else "weighted " if graph.weighted else ""
+    log(f"read {edges}: {graph.num_nodes:,} nodes, {graph.num_edges:,} {kind}edges, {in_dim} features per node "
+        f"[{time.perf_counter() - t:.1f}s]")
     model = _rebuild(run, config, state)
     if block == "auto":
         from ..data.prepare import is_prepared
         block = BLOCK if is_prepared(edges) else None
     t = time.perf_counter()
-    z = encode(model, x, graph, block=block)
-    known, bias = _bias(run, model, node_ids)
-    result = Embedded(node_ids, z, bias, known)
+    rows = _known_rows(run, node_ids)
+    if config.directed:
+        result = Embedded(node_ids, _encode_directed(model, x, graph, rows), None, rows >= 0)
+    else:
+        result = Embedded(node_ids, encode(model, x, graph, block=block), _bias(model, rows), rows >= 0)
     how = "layer by layer" if block is not None else "in one pass"
     log(f"embedded {graph.num_nodes:,} nodes ({result.num_new:,} new to the run) {how} "
         f"[{time.perf_counter() - t:.1f}s]")
@@ -149,10 +156,11 @@ def _refuse_custom_encoder(run: Run, state: dict) -> None:
 
 
 def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted: bool = False,
-                weight_column: str | None = None) -> tuple[Graph, torch.Tensor, np.ndarray]:
+                weight_column: str | None = None, directed: bool = False) -> tuple[Graph, torch.Tensor, np.ndarray]:
     """``(graph, x: (N, in_dim) float32, node_ids: (N,))`` of the edge list and its features, read as ``train``
     reads them (``weighted``/``weight_column``: the run's, a weighted run's graph carries the weights the encoder's
-    normalisation uses); features of another width than the run's are refused."""
+    normalisation uses; ``directed``: a :class:`gaescale.directed.graph.DiGraph`); features of another width than
+    the run's are refused."""
     from ..data.features import attach_features
     from ..data.prepare import is_prepared, open_prepared
     from ..data.readers import read_edges
@@ -160,9 +168,10 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
         if features is not None:
             raise ParameterError("features", "embed", "unset for a prepared graph (its features were given to "
                                                       "'gaescale prepare --features')", str(features))
-        if weighted:
-            raise ParameterError("edges", "embed", "an edge-list file with the edge weights for a weighted run "
-                                                   "('gaescale prepare' keeps no edge weights)", str(edges))
+        if weighted or directed:
+            what = "the edge weights for a weighted run" if weighted else "the directed edges for a directed run"
+            raise ParameterError("edges", "embed", f"an edge-list file with {what} ('gaescale prepare' keeps an "
+                                                   "undirected, unweighted graph)", str(edges))
         prepared = open_prepared(edges)
         graph, x, node_ids, source = prepared.graph, prepared.x, Run(prepared.path).node_ids, prepared.path / "x.npy"
     else:
@@ -173,8 +182,12 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
         if features is not None:
             data = attach_features(data, features)
         source = features if features is not None else edges
-        graph = Graph.from_edge_index(data.edge_index, data.num_nodes,
-                                      edge_weight=data.edge_weight if weighted else None)
+        if directed:
+            from ..directed.graph import DiGraph
+            graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes)
+        else:
+            graph = Graph.from_edge_index(data.edge_index, data.num_nodes,
+                                          edge_weight=data.edge_weight if weighted else None)
         x = data.x
         node_ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
     if x is None:
@@ -187,8 +200,12 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
 
 
 def _rebuild(run: Run, config: TrainConfig, state: dict):
-    """The trained model of ``model.pt`` (:func:`gaescale.run.pipeline.build_model`), in evaluation mode."""
-    from .pipeline import build_model
+    """The trained model of ``model.pt`` (:func:`gaescale.run.pipeline.build_model`, or the directed one), in
+    evaluation mode."""
+    if config.directed:
+        from ..directed.pipeline import build_directed_model as build_model
+    else:
+        from .pipeline import build_model
     model = build_model(config, state["in_dim"], int(state["num_nodes"]))
     try:
         model.load_state_dict(state["state_dict"])
@@ -208,21 +225,39 @@ def encode(model, x: torch.Tensor, graph: Graph, *, block: int | None = BLOCK) -
     return np.ascontiguousarray(model.eval_output(out).numpy(), dtype=np.float32)
 
 
-def _bias(run: Run, model, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(known: (N,) bool, bias: (N,) float32 or None)``: which ids the run knew (compared as text) and, with the
-    bias decoder, their learnt biases, the mean learnt bias for the new ones."""
+@torch.no_grad()
+def _encode_directed(model, x: torch.Tensor, graph, rows: np.ndarray) -> np.ndarray:
+    """A directed run's ``(N, 2h)`` rows in its embeddings.npy layout (``[z_s | z_t]``, or ``[z_s, b_s, 1 | z_t, 1,
+    b_t]`` with the bias decoder, the biases of :func:`_spread`), one forward pass of the source/target encoder."""
+    from ..directed.model import with_biases
+    z = model.eval().encoder(x, graph)
+    if model.source_bias is not None:
+        bs, bt = (torch.from_numpy(_spread(b, rows)) for b in (model.source_bias, model.target_bias))
+        z = with_biases(z, bs, bt)
+    return np.ascontiguousarray(z.numpy(), dtype=np.float32)
+
+
+def _known_rows(run: Run, node_ids: np.ndarray) -> np.ndarray:
+    """``(N,)`` int64: the run's row of each id (compared as text where either side holds text), -1 for a new one."""
     import pandas as pd
     theirs, ours = run.node_ids, np.asarray(node_ids)
     if theirs.dtype == object or ours.dtype == object:  # integers as text only where one side holds text
         theirs, ours = theirs.astype(str), ours.astype(str)
-    rows = pd.Index(theirs).get_indexer(ours)
-    known = rows >= 0
-    if model.node_bias is None:
-        return known, None
-    learnt = model.node_bias.detach().numpy().astype(np.float32)
-    bias = np.full(rows.size, learnt.mean(), np.float32)
-    bias[known] = learnt[rows[known]]
-    return known, bias
+    return pd.Index(theirs).get_indexer(ours).astype(np.int64)
+
+
+def _spread(learnt: torch.Tensor, rows: np.ndarray) -> np.ndarray:
+    """``(N,)`` float32: the learnt per-node values ``learnt: (N_run,)`` of the known rows, their mean for the new
+    (-1) ones."""
+    learnt = learnt.detach().numpy().astype(np.float32)
+    out = np.full(rows.size, learnt.mean(), np.float32)
+    out[rows >= 0] = learnt[rows[rows >= 0]]
+    return out
+
+
+def _bias(model, rows: np.ndarray) -> np.ndarray | None:
+    """With the bias decoder, ``(N,)`` float32: the learnt biases of the known nodes, the mean one for the new."""
+    return None if model.node_bias is None else _spread(model.node_bias, rows)
 
 
 def write_embedded(out: Path, result: Embedded) -> None:
