@@ -236,6 +236,12 @@ CASES = {
                                                "The 'strategy' parameter of train must be 'full' with directed=True "
                                                "(the other strategies do not support directed graphs yet). Got "
                                                "'cluster' instead."),
+    "flag: --directed-symmetric without --directed": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out",
+                                                                     str(t / "o"), "--directed-symmetric", "on",
+                                                                     "--quiet"],
+                                                      "The 'directed_symmetric' parameter of train must be 'auto' "
+                                                      "(unset) without directed=True (it shapes the directed model "
+                                                      "only). Got 'on' instead."),
     "flag: --directed with --variational": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "o"),
                                                            "--directed", "--variational", "--quiet"],
                                             "The 'variational' parameter of train must be False with directed=True (a "

@@ -49,8 +49,8 @@ def test_directed_training_and_evaluation_form_no_quadratic_tensor():
     data = community_graph(N, 12_000, seed=6)
     data.x = None
     with NoQuadratic():
-        r = gaescale.train(data=data, directed=True, hidden="16", dim=8, epochs=3, quiet=True)
-    assert r.embeddings.shape == (N, 2 * (8 + 2))  # [z_s, b_s, 1 | z_t, 1, b_t]
+        r = gaescale.train(data=data, directed=True, directed_symmetric="on", hidden="16", dim=8, epochs=3, quiet=True)
+    assert r.embeddings.shape == (N, 2 * (16 + 2))  # [z_s, z_u, b_s, 1 | z_t, z_u, 1, b_t]
 
 
 def test_directed_exact_dense_term_stays_in_tiles():

@@ -60,6 +60,12 @@ class TrainConfig:
     directed: bool = _opt(False, "keep edge direction: (u, v) and (v, u) are two edges; source/target embeddings "
                                  "with the asymmetric decoder z_s_u . z_t_v (--strategy full, one process; see "
                                  "docs/directed.md)", "bool", section="input")
+    directed_symmetric: str = _opt("auto", "with --directed, a symmetric part z_u . z_v in the decoder (z_u from the "
+                                           "undirected neighbourhood, so that a link also predicts its reversal): on, "
+                                           "off (the plain source/target model, best where direction is a strict "
+                                           "order, as in a DAG) or auto (on where reciprocated links are at least "
+                                           "1 in 10 training edges; docs/directed.md)", "choice", section="model",
+                                   choices=("auto", "on", "off"))
     encoder: str = _opt("auto", "encoder: gcn (Kipf & Welling), sage (GraphSAGE, mean aggregator), linear "
                                 "(one-hop A_hat X W, no hidden layers), auto (linear for a graph without features or "
                                 f"with at least {LINEAR_MIN_FEATURES} per node, unless --hidden is given; else gcn)",
@@ -187,6 +193,9 @@ class TrainConfig:
         if self.directed:
             from .directed.checks import check_directed
             check_directed(self)
+        elif self.directed_symmetric != "auto":
+            raise ParameterError("directed_symmetric", "train", "'auto' (unset) without directed=True (it shapes the "
+                                                                "directed model only)", self.directed_symmetric)
 
     def for_graph(self, num_features: int | None) -> TrainConfig:
         """This configuration with ``encoder='auto'`` resolved for a graph with ``num_features`` features per node

@@ -77,6 +77,46 @@ def test_encoder_against_its_dense_formula():
     assert torch.allclose(out, torch.cat([s2, t2], 1), atol=1e-5)
 
 
+def test_symmetric_part_against_its_dense_formula_and_in_the_logits():
+    torch.manual_seed(5)
+    n, f = 9, 5
+    ei = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 0, 5], [1, 2, 3, 4, 5, 6, 7, 8, 5, 0]])  # 0 -> 5 and 5 -> 0
+    g = DiGraph.from_edge_index(ei, n)
+    a = np.zeros((n, n), np.float32)
+    a[ei[0], ei[1]] = 1
+    a_sym = np.maximum(a, a.T) + np.eye(n, dtype=np.float32)  # the undirected graph and its self loops
+    d = a_sym.sum(1) ** -0.5
+    a_sym = torch.from_numpy(d[:, None] * a_sym * d[None, :])
+    x = torch.randn(n, f)
+    enc = SourceTargetEncoder(f, [4, 3], num_nodes=n, symmetric=True)
+    for lin in [*enc.source, *enc.target, *enc.shared]:
+        torch.nn.init.normal_(lin.bias)
+    plain = SourceTargetEncoder(f, [4, 3], num_nodes=n)
+    plain.load_state_dict({k: v for k, v in enc.state_dict().items() if not k.startswith("shared.")})
+    u1 = a_sym @ x @ enc.shared[0].weight.T + enc.shared[0].bias
+    u2 = a_sym @ u1.relu() @ enc.shared[1].weight.T + enc.shared[1].bias
+    out, st = enc(x, g), plain(x, g)
+    assert out.shape == (n, 12)  # [z_s, z_u | z_t, z_u]
+    want = torch.cat([st[:, :3], u2, st[:, 3:], u2], 1)
+    assert torch.allclose(out, want, atol=1e-5)
+    # the logit: z_s_u . z_t_v + z_u . z_v (+ biases); the symmetric part alike both ways
+    model = DirectedGAE(enc, num_nodes=n)
+    with torch.no_grad():
+        model.source_bias.normal_()
+        model.target_bias.normal_()
+    z = model(x, g)
+    pairs = torch.tensor([[0, 5, 2, 8], [5, 0, 7, 1]])
+    ref = ((st[pairs[0], :3] * st[pairs[1], 3:]).sum(1) + (u2[pairs[0]] * u2[pairs[1]]).sum(1)
+           + model.source_bias[pairs[0]] + model.target_bias[pairs[1]])
+    assert torch.allclose(model.logits(z, pairs), ref, atol=1e-4)
+    assert not torch.allclose(model.logits(z, pairs), model.logits(z, pairs.flip(0)))
+    # featureless: a third (N, h1) table for the symmetric part
+    enc0 = SourceTargetEncoder(None, [4], num_nodes=n, symmetric=True)
+    assert enc0.shared[0].weight.shape == (4, n)
+    u = a_sym @ enc0.shared[0].weight.T + enc0.shared[0].bias
+    assert torch.allclose(enc0(None, g)[:, 4:8], u, atol=1e-5)
+
+
 def test_featureless_model_with_biases_decodes_asymmetrically():
     torch.manual_seed(4)
     n = 6

@@ -61,7 +61,8 @@ def test_the_run_directory_records_direction(dag_runs):
     assert np.load(out / "embeddings.npy").shape == (data.num_nodes, 2 * d)
     assert metrics["directed"]["columns"] == "[z_s, b_s, 1 | z_t, 1, b_t]" and metrics["directed"]["half"] == d
     assert set(metrics["baselines"]) == {"adamic_adar", "common_neighbours", "degree_product",
-                                         "directed_degree_product"}
+                                         "directed_degree_product", "reciprocity"}
+    assert config["directed_symmetric"] == "off"  # auto, resolved: a DAG reciprocates nothing
     with np.load(out / "graph.npz") as g:  # the out-CSR: one row entry per directed edge
         assert g["indices"].size == data.edge_index.shape[1]
     run = Run.open(out)
@@ -71,6 +72,48 @@ def test_the_run_directory_records_direction(dag_runs):
     fwd = pair_scores(run.logits_form()[0], test_pos, decoder=run.pair_decoder())
     back = pair_scores(run.logits_form()[0], np.ascontiguousarray(test_pos[::-1]), decoder=run.pair_decoder())
     assert (fwd > back).mean() > 0.85
+
+
+def reciprocal_graph(n: int = 400, out_degree: int = 5, share: float = 0.5, seed: int = 0) -> EdgeList:
+    """Random out-links, each reciprocated with probability ``share``: the reversal is the only signal."""
+    rng = np.random.default_rng(seed)
+    u = np.repeat(np.arange(n), out_degree)
+    v = (u + rng.integers(1, n, u.size)) % n
+    back = rng.random(u.size) < share
+    return EdgeList(np.concatenate([np.stack([u, v]), np.stack([v[back], u[back]])], axis=1), n, None,
+                    source="reciprocal")
+
+
+def test_reciprocity_resolves_the_symmetric_part_and_is_a_baseline():
+    from gaescale.directed.graph import DirectedSplit
+    from gaescale.directed.pipeline import directed_baselines, resolve_symmetric
+    # 0 -> 1, 1 -> 0, 1 -> 2, 2 -> 3: two of the four edges are reciprocated
+    g = DiGraph.from_edge_index(np.array([[0, 1, 1, 2], [1, 0, 2, 3]]), 5)
+    assert g.reciprocity == 0.5 and DiGraph.from_edge_index(layered_dag().edge_index, 150).reciprocity == 0
+    lines = []
+    on = resolve_symmetric(gaescale.TrainConfig(directed=True), g, lines.append)
+    assert on.directed_symmetric == "on" and lines == ["--directed-symmetric auto: on (50.0% of the training edges "
+                                                       "are reciprocated; on from 10%)"]
+    assert resolve_symmetric(gaescale.TrainConfig(directed=True, directed_symmetric="off"), g, print) \
+        .directed_symmetric == "off"
+    # the heuristic by hand: test positives 2 -> 1 (1 -> 2 is a training edge: 1) and 4 -> 3 (0); negatives
+    # 3 -> 2 (2 -> 3 is one: 1), 0 -> 4 (0). AUC: pairs (pos, neg) won 1 + 0.5 + 0 + 0.5 of 4 = 0.5
+    split = DirectedSplit(train=np.array([[0, 1, 1, 2], [1, 0, 2, 3]]), val_pos=np.zeros((2, 0), np.int64),
+                          val_neg=np.zeros((2, 0), np.int64), test_pos=np.array([[2, 4], [1, 3]]),
+                          test_neg=np.array([[3, 0], [2, 4]]), num_nodes=5)
+    full = DiGraph.from_edge_index(np.array([[0, 1, 1, 2, 2, 4], [1, 0, 2, 3, 1, 3]]), 5)
+    b = directed_baselines(g, full, split, seed=0)["reciprocity"]
+    assert b["auc"] == pytest.approx(0.5) and b["ap"] == pytest.approx(0.5)
+
+
+def test_the_symmetric_part_learns_reciprocated_links_that_source_target_cannot():
+    data = reciprocal_graph()
+    runs = {sym: gaescale.train(data=data, directed=True, directed_symmetric=sym, **{**FAST, "epochs": 100})
+            for sym in ("auto", "off")}
+    auto, off = runs["auto"].metrics, runs["off"].metrics
+    assert auto["directed"]["columns"] == "[z_s, z_u, b_s, 1 | z_t, z_u, 1, b_t]"  # auto resolved to on
+    assert auto["test_auc"] > off["test_auc"] + 0.05
+    assert auto["test_auc"] > max(b["auc"] for k, b in auto["baselines"].items() if k != "reciprocity")
 
 
 def _hand_run(tmp_path):
@@ -153,12 +196,14 @@ def test_what_directed_does_not_support_yet_is_refused():
         gaescale.train(data=layered_dag(), directed=True, encoder=gaescale.GCN(None, [4], num_nodes=150), quiet=True)
 
 
-def test_embed_of_a_directed_run_equals_its_embeddings_and_keeps_direction_for_new_nodes(tmp_path):
+@pytest.mark.parametrize("symmetric", ["auto", "on"])  # auto: off on a DAG
+def test_embed_of_a_directed_run_equals_its_embeddings_and_keeps_direction_for_new_nodes(tmp_path, symmetric):
     data = layered_dag()
     rng = np.random.default_rng(0)
     data.x = np.eye(5, dtype=np.float32)[np.arange(data.num_nodes) // 30] + rng.normal(0, 0.1, (data.num_nodes, 5))
     data.x = data.x.astype(np.float32)
-    run = gaescale.train(data=data, directed=True, out=str(tmp_path / "run"), **{**FAST, "epochs": 60})
+    run = gaescale.train(data=data, directed=True, directed_symmetric=symmetric, out=str(tmp_path / "run"),
+                         **{**FAST, "epochs": 60})
     edges, feats = tmp_path / "e.tsv", tmp_path / "x.npy"
     # the training graph (its training edges: what the encoder saw) plus two new nodes: 150 -> layer-1 nodes
     # (a source like layer 0) and layer-3 nodes -> 151 (a target like layer 4)

@@ -97,6 +97,19 @@ class DiGraph:
         """``A_hat^T``, ``(N, N)`` sparse: row ``j`` averages over ``j`` and its in-neighbours."""
         return SparseOperator(self._normalised(self.inn, self.in_degree, self.out_degree))
 
+    @property
+    def reciprocity(self) -> float:
+        """The share of the edges ``(u, v)`` whose reversal ``(v, u)`` is an edge too (0 for a DAG)."""
+        if self.num_edges == 0:
+            return 0.0
+        u, v = self.edge_index()
+        return float(self.has_edges(v, u).mean())
+
+    @cached_property
+    def operator_sym(self) -> SparseOperator:
+        """The GCN operator of the symmetrised graph, ``D^-1/2 (A_sym + I) D^-1/2``, ``(N, N)`` sparse."""
+        return self.symmetrised().gcn_operator
+
     def _normalised(self, csr: Graph, row_degree: np.ndarray, col_degree: np.ndarray) -> sp.csr_matrix:
         n = self.num_nodes
         a = sp.csr_matrix((np.ones(csr.indices.size, np.float32), csr.indices, csr.indptr), shape=(n, n))

@@ -6,6 +6,12 @@ Every node has a source embedding ``z_s`` (built from its out-neighbourhood) and
 per-node biases (``--decoder bias``) the halves are ``[z_s, b_s, 1]`` and ``[z_t, 1, b_t]``, whose product
 adds the source's bias ``b_s_i`` and the target's ``b_t_j`` (out- and in-degree need not live in ``z``).
 
+With a symmetric part (``SourceTargetEncoder(symmetric=True)``, the default of ``--directed``) each node also has
+``z_u``, a GCN on the symmetrised graph, in both halves: ``[z_s, z_u | z_t, z_u]``, so ``s_ij = z_s_i . z_t_j +
+z_u_i . z_u_j``. The second term is alike both ways: a link ``i -> j`` raises ``j -> i`` too, which is what a
+graph with reciprocated links needs and a strict order (a layered DAG) does not (docs/directed.md, measured).
+Every half-product below holds as it is, since the halves only grow.
+
 The loss is :func:`gaescale.losses.reconstruction_loss`'s decomposition over the ``N^2`` ordered pairs with
 the asymmetric logits: the edge term over each directed edge once, the dense term sampled (uniform ordered
 pairs), exact in ``B x B`` tiles of ``Z_s Z_t^T`` over all tiles (the product is not symmetric: no tile
@@ -65,12 +71,14 @@ class Gravity(nn.Module):
 
 
 class SourceTargetEncoder(nn.Module):
-    """``(x, graph: DiGraph) -> [z_s | z_t]: (N, 2 dims[-1])``. Layer ``k``: ``S_{k+1} = A_hat T_k W_s + b_s``,
+    """``(x, graph: DiGraph) -> [z_s | z_t]: (N, 2 dims[-1])`` (``symmetric``: ``[z_s, z_u | z_t, z_u]: (N, 4
+    dims[-1])``, ``U_{k+1} = A_sym U_k W_u + b_u``). Layer ``k``: ``S_{k+1} = A_hat T_k W_s + b_s``,
     ``T_{k+1} = A_hat^T S_k W_t + b_t`` (ReLU and dropout between layers), ``S_0 = T_0 = X``, with
     ``A_hat = (D_out + I)^-1/2 (A + I) (D_in + I)^-1/2`` (:attr:`DiGraph.operator`). Featureless
     (``in_dim=None``): the first layer's weights are two ``(N, h1)`` tables, one per side."""
 
-    def __init__(self, in_dim: int | None, dims, *, num_nodes: int | None = None, dropout: float = 0.0):
+    def __init__(self, in_dim: int | None, dims, *, num_nodes: int | None = None, dropout: float = 0.0,
+                 symmetric: bool = False):
         super().__init__()
         dims = list(dims)
         if not dims or any(not isinstance(d, int) or d < 1 for d in dims):
@@ -81,9 +89,11 @@ class SourceTargetEncoder(nn.Module):
         self.featureless = in_dim is None
         self.source = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.target = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
+        self.shared = (nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:])) if symmetric
+                       else None)
         self.dropout = float(dropout)
         self.checkpoint_activations = False  # accepted for the pipeline's sake; not used
-        for lin in [*self.source, *self.target]:  # Glorot uniform, as gaescale's GCN
+        for lin in [*self.source, *self.target, *(self.shared or ())]:  # Glorot uniform, as gaescale's GCN
             bound = math.sqrt(6.0 / (lin.in_features + lin.out_features))
             nn.init.uniform_(lin.weight, -bound, bound)
             nn.init.zeros_(lin.bias)
@@ -103,7 +113,22 @@ class SourceTargetEncoder(nn.Module):
             else:  # S from the out-neighbours' targets, T from the in-neighbours' sources
                 hs, ht = t @ ws.weight.T, s @ wt.weight.T
             s, t = op @ hs + ws.bias, op_t @ ht + wt.bias
-        return torch.cat([s, t], dim=1)
+        if self.shared is None:
+            return torch.cat([s, t], dim=1)
+        u = self._shared(x, graph)
+        return torch.cat([s, u, t, u], dim=1)
+
+    def _shared(self, x: Tensor | None, graph: DiGraph) -> Tensor:
+        """The symmetric part ``U_{k+1} = A_sym U_k W_u + b_u``, ``(N, d)``, a GCN on the symmetrised graph
+        (:attr:`DiGraph.operator_sym`) from ``U_0 = X`` (featureless: a third table)."""
+        op = graph.operator_sym.on(self.shared[0].weight.device)
+        u = None
+        for k, w in enumerate(self.shared):
+            if k:
+                u = torch.nn.functional.dropout(u.relu(), self.dropout, self.training)
+            h = w.weight.T if (k == 0 and self.featureless) else (x if k == 0 else u) @ w.weight.T
+            u = op @ h + w.bias
+        return u
 
 
 def with_biases(z: Tensor, source_bias: Tensor, target_bias: Tensor) -> Tensor:

@@ -29,16 +29,38 @@ from .model import DirectedGAE, SourceTarget, SourceTargetEncoder, halves
 
 def build_directed_model(config: TrainConfig, in_dim: int | None, num_nodes: int) -> DirectedGAE:
     """The source/target GAE of ``config`` (``encoder`` resolved: gcn or linear, the latter one layer of width
-    ``dim``), with per-node source and target biases for ``decoder='bias'``."""
+    ``dim``), with the symmetric part for ``directed_symmetric`` and per-node source and target biases for
+    ``decoder='bias'``."""
     config = config.for_graph(in_dim)
-    encoder = SourceTargetEncoder(in_dim, config.layer_dims, num_nodes=num_nodes, dropout=config.dropout)
+    if config.directed_symmetric not in ("on", "off"):
+        raise ParameterError("directed_symmetric", "build_directed_model", "'on' or 'off' (resolve 'auto' for the "
+                                                                           "training graph: resolve_symmetric)",
+                             config.directed_symmetric)
+    encoder = SourceTargetEncoder(in_dim, config.layer_dims, num_nodes=num_nodes, dropout=config.dropout,
+                                  symmetric=config.directed_symmetric == "on")
     return DirectedGAE(encoder, num_nodes=num_nodes if config.decoder == "bias" else None)
+
+
+RECIPROCITY_FOR_SYMMETRIC = 0.1  # auto: the symmetric part where at least this share of edges is reciprocated
+
+
+def resolve_symmetric(config: TrainConfig, train_graph: DiGraph, log) -> TrainConfig:
+    """``config`` with ``directed_symmetric='auto'`` resolved for the training graph, logged: on where at least
+    :data:`RECIPROCITY_FOR_SYMMETRIC` of its edges are reciprocated (BENCHMARKS.md, "Directed graphs")."""
+    if config.directed_symmetric != "auto":
+        return config
+    r = train_graph.reciprocity
+    on = r >= RECIPROCITY_FOR_SYMMETRIC
+    log(f"--directed-symmetric auto: {'on' if on else 'off'} ({100 * r:.1f}% of the training edges are "
+        f"reciprocated; on from {100 * RECIPROCITY_FOR_SYMMETRIC:g}%)")
+    return config.with_options(directed_symmetric="on" if on else "off")
 
 
 def embeddings_layout(model: DirectedGAE, width: int) -> dict[str, Any]:
     """What embeddings.npy holds (recorded in metrics.json): its columns, and the logit of a pair."""
     half = width // 2
-    cols = "[z_s, b_s, 1 | z_t, 1, b_t]" if model.source_bias is not None else "[z_s | z_t]"
+    sym = ", z_u" if getattr(model.encoder, "shared", None) is not None else ""
+    cols = f"[z_s{sym}, b_s, 1 | z_t{sym}, 1, b_t]" if model.source_bias is not None else f"[z_s{sym} | z_t{sym}]"
     return {"columns": cols, "width": width, "half": half,
             "logit": f"s_uv = row_u[:{half}] . row_v[{half}:] (source u, target v)"}
 
@@ -71,6 +93,7 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
     config = _resolve(config, num_features, log)
     split = split_directed(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     train_graph = split.train_graph()
+    config = resolve_symmetric(config, train_graph, log)
     log(f"directed split: {split.num_train:,} training, {split.val_pos.shape[1]:,} validation and "
         f"{split.test_pos.shape[1]:,} test edges, as many ordered non-edges")
     csr = (graph.out.indptr, graph.out.indices)  # graph.npz: the out-CSR of the full graph
@@ -165,15 +188,21 @@ def directed_metrics(z: torch.Tensor, graph: DiGraph, split: DirectedSplit, trai
 
 def directed_baselines(train_graph: DiGraph, graph: DiGraph, split: DirectedSplit, seed: int) -> dict:
     """The undirected heuristics (:func:`gaescale.training.heldout.baseline_metrics`) on the symmetrised training
-    graph, and ``directed_degree_product``: ``out(u) * in(v)`` in the training graph, with its ``reverse_auc``."""
-    from sklearn.metrics import average_precision_score, roc_auc_score
+    graph and two directed ones on the training graph, each with its ``reverse_auc``: ``directed_degree_product``,
+    ``out(u) * in(v)``, and ``reciprocity``, 1 where the reversal ``v -> u`` is a training edge, else 0."""
     out = baseline_metrics(train_graph.symmetrised(), split, seed=seed)
-    t = time.perf_counter()
     od, ind = train_graph.out_degree.astype(np.float64), train_graph.in_degree.astype(np.float64)
-    score = lambda p: od[p[0]] * ind[p[1]]  # noqa: E731
+    out["directed_degree_product"] = _pair_heuristic(lambda p: od[p[0]] * ind[p[1]], graph, split)
+    out["reciprocity"] = _pair_heuristic(lambda p: train_graph.has_edges(p[1], p[0]).astype(np.float64), graph, split)
+    return out
+
+
+def _pair_heuristic(score, graph: DiGraph, split: DirectedSplit) -> dict:
+    """Test AUC/AP and ``reverse_auc`` of ``score(pairs: (2, P)) -> (P,)`` on the directed split."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+    t = time.perf_counter()
     s = np.concatenate([score(split.test_pos), score(split.test_neg)])
     y = np.concatenate([np.ones(split.test_pos.shape[1]), np.zeros(split.test_neg.shape[1])])
     rev, _ = reverse_auc(score, graph, split.test_pos)
-    out["directed_degree_product"] = {"auc": float(roc_auc_score(y, s)), "ap": float(average_precision_score(y, s)),
-                                      "reverse_auc": rev, "seconds": time.perf_counter() - t}
-    return out
+    return {"auc": float(roc_auc_score(y, s)), "ap": float(average_precision_score(y, s)), "reverse_auc": rev,
+            "seconds": time.perf_counter() - t}

@@ -86,7 +86,8 @@ class Run:
     @property
     def directed(self) -> bool:
         """Whether the run trained with ``--directed``: embeddings.npy holds ``[z_s | z_t]`` (two halves, with
-        ``--decoder bias`` ``[z_s, b_s, 1 | z_t, 1, b_t]``), the logit of ``(u, v)`` is ``z_s_u . z_t_v`` and graph.npz
+        ``--decoder bias`` ``[z_s, b_s, 1 | z_t, 1, b_t]``; the symmetric part's ``z_u`` in both), the logit of
+        ``(u, v)`` is the product of ``u``'s first half and ``v``'s second, and graph.npz
         the out-CSR of the directed graph (:mod:`gaescale.directed`)."""
         return bool((self.path / "config.json").is_file() and self.config().get("directed"))
 

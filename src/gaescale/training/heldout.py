@@ -13,7 +13,8 @@ from .evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 
 BASELINE_NAMES = {"adamic_adar": "Adamic-Adar", "common_neighbours": "common neighbours",
                   "degree_product": "degree product",
-                  "directed_degree_product": "directed degree product"}  # out(u) * in(v): --directed runs
+                  "directed_degree_product": "directed degree product",  # out(u) * in(v): --directed runs
+                  "reciprocity": "reciprocity"}  # 1 where v -> u is a training edge: --directed runs
 
 
 def known_edges(train_graph: Graph, split) -> list:
@@ -59,7 +60,7 @@ def not_beaten(metrics: dict[str, Any]) -> list[str] | None:
     return [k for k, b in baselines.items() if b["auc"] >= metrics["test_auc"] or b["ap"] >= metrics["test_ap"]]
 
 
-_NUMBERS = {3: "three", 4: "four"}
+_NUMBERS = {3: "three", 4: "four", 5: "five"}
 
 
 def baseline_summary(metrics: dict[str, Any]) -> str | None:
