@@ -1,7 +1,7 @@
 """Directed link prediction: which decoder learns direction, measured side by side on the same directed splits.
 
     .venv/bin/python bench/bench_directed.py [--nodes 3000] [--epochs 150] [--seeds 0,1,2] [--threads 1]
-                                             [--only graphs|dense]
+                                             [--only graphs|dense|defaults]
 
 First the exact all-pairs term's cost, directed (every B x B tile of Z_s Z_t^T) against undirected (the tiles on
 and above the diagonal of Z Z^T), N = 4,000, d = 16, value and gradient, on the CPU (the CUDA path of the
@@ -21,8 +21,15 @@ test pairs:
 
 Graphs: ``dag`` (6 layers, edges only from layer k to k + 1, 5 per node: direction is the whole signal),
 ``citation`` (nodes arrive in order and cite 5 earlier ones, preferentially the much-cited), ``reciprocal``
-(5 random out-edges per node, half of them also reversed). ``reverse_auc``: test edges (u, v) whose (v, u) is no
-edge, scored against (v, u).
+(5 random out-edges per node, half of them also reversed), ``citation+30%`` (each citation also reversed with
+probability 0.3, as in a social graph). ``reverse_auc``: test edges (u, v) whose (v, u) is no edge, scored against
+(v, u). The heuristics' rows: the best of Adamic-Adar, common neighbours and degree product on the symmetrised
+training graph, the directed degree product out(u) * in(v) and reciprocity (1 where v -> u is a training edge).
+
+``--only defaults``: the default command (``gaescale.train(data, directed=True)``: linear encoder d = 64, lr 0.02,
+200 epochs at most, early stopping) with ``directed_symmetric`` off and on, on the same splits, for those graphs and
+the citation graph with 2%, 5% and 10% of its citations reversed; the column ``auto`` marks what the default
+chooses (on from 1 in 10 reciprocated training edges).
 """
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ import torch
 from gaescale.config import TrainConfig
 from gaescale.directed.graph import DiGraph, split_directed
 from gaescale.directed.model import DirectedGAE, Gravity, SourceTargetEncoder, directed_dense_term
-from gaescale.directed.pipeline import build_directed_model, reverse_auc
+from gaescale.directed.pipeline import build_directed_model, directed_baselines, reverse_auc
 from gaescale.losses import KINDS, dense_term
 from gaescale.run.pipeline import build_model
 from gaescale.training.evaluate import link_scores, pair_scores
@@ -72,14 +79,27 @@ def reciprocal(n: int, rng) -> np.ndarray:
     return np.concatenate([np.stack([u, v]), np.stack([v[back], u[back]])], axis=1)
 
 
-GRAPHS = {"dag": dag, "citation": citation, "reciprocal": reciprocal}
+def reciprocated(share: float):
+    """The citation graph with each citation also reversed with probability ``share``."""
+    def make(n: int, rng) -> np.ndarray:
+        e = citation(n, rng)
+        back = rng.random(e.shape[1]) < share
+        return np.concatenate([e, e[::-1, back]], axis=1)
+    return make
+
+
+GRAPHS = {"dag": dag, "citation": citation, "reciprocal": reciprocal, "citation+30%": reciprocated(0.3)}
+DEFAULT_GRAPHS = {**GRAPHS, "citation+2%": reciprocated(0.02), "citation+5%": reciprocated(0.05),
+                  "citation+10%": reciprocated(0.1)}
 
 
 def models(n: int, seed: int):
     """``(name, model, trains on the symmetrised graph)``, each model's initial weights drawn from ``seed``."""
     makers = {"undirected": lambda: build_model(TrainConfig(encoder="linear", dim=DIM), None, n),
-              "source/target": lambda: build_directed_model(TrainConfig(encoder="linear", dim=DIM, directed=True),
-                                                            None, n),
+              "source/target": lambda: build_directed_model(TrainConfig(encoder="linear", dim=DIM, directed=True,
+                                                                        directed_symmetric="off"), None, n),
+              "source/target + symmetric": lambda: build_directed_model(
+                  TrainConfig(encoder="linear", dim=DIM, directed=True, directed_symmetric="on"), None, n),
               "gravity": lambda: DirectedGAE(SourceTargetEncoder(None, [DIM], num_nodes=n), decoder=Gravity())}
     for name, make in makers.items():
         torch.manual_seed(seed)
@@ -102,7 +122,43 @@ def run(graph: DiGraph, seed: int, epochs: int) -> dict[str, dict[str, float]]:
         rev, count = reverse_auc(lambda pairs, z=z, how=how: pair_scores(z, pairs, **how), graph, split.test_pos)
         out[name] = {"auc": auc, "ap": ap, "reverse_auc": rev, "reverse_pairs": count,
                      "s_per_epoch": res.seconds_per_epoch}
+    base = directed_baselines(train, graph, split, seed)
+    best = max((k for k in base if k not in ("directed_degree_product", "reciprocity")), key=lambda k: base[k]["auc"])
+    for name, b in (("best undirected heuristic", base[best]), ("directed degree product",
+                                                                base["directed_degree_product"]),
+                    ("reciprocity", base["reciprocity"])):
+        out[name] = {"auc": b["auc"], "ap": b["ap"], "reverse_auc": b.get("reverse_auc") or 0.5, "s_per_epoch": None}
     return out
+
+
+def defaults(n: int, seeds: list[int]) -> None:
+    """The default command, ``gaescale.train(data, directed=True)``, with the symmetric part off and on, side by
+    side on the same splits of each graph of :data:`DEFAULT_GRAPHS`; what ``auto`` chose; the best heuristic."""
+    import gaescale
+    from gaescale.data.readers import EdgeList
+    print("\n| graph | reciprocity | symmetric part | test AUC | test AP | reverse AUC | filtered MRR | auto | "
+          "best heuristic: AUC / AP |\n|---|---:|---|---:|---:|---:|---:|---|---|")
+    for gname, make in DEFAULT_GRAPHS.items():
+        ei = make(n, np.random.default_rng(100))
+        r = DiGraph.from_edge_index(ei, n).reciprocity
+        chosen = _auto_choice(ei, n, seeds)
+        for sym in ("off", "on"):
+            ms = [gaescale.train(data=EdgeList(ei, n, None, source=gname), directed=True, directed_symmetric=sym,
+                                 seed=s, quiet=True, report=False, checkpoint_every=0).metrics for s in seeds]
+            best = max(ms[0]["baselines"], key=lambda k: statistics.mean(m["baselines"][k]["auc"] for m in ms))
+            cell = lambda f, ms=ms: _mean_std([f(m) for m in ms])  # noqa: E731
+            heur = (f"{best}: {statistics.mean(m['baselines'][best]['auc'] for m in ms):.4f} / "
+                    f"{statistics.mean(m['baselines'][best]['ap'] for m in ms):.4f}")
+            print(f"| {gname} | {r:.3f} | {sym} | {cell(lambda m: m['test_auc'])} | {cell(lambda m: m['test_ap'])} | "
+                  f"{cell(lambda m: m['reverse_auc'] or 0.5)} | {cell(lambda m: m['filtered_mrr'])} | "
+                  f"{'<-' if chosen == sym else ''} | {heur} |", flush=True)
+
+
+def _auto_choice(ei: np.ndarray, n: int, seeds: list[int]) -> str:
+    """What ``directed_symmetric='auto'`` resolves to on the training graph of the first seed's split."""
+    from gaescale.directed.pipeline import resolve_symmetric
+    split = split_directed(DiGraph.from_edge_index(ei, n), 0.05, 0.10, seed=seeds[0])
+    return resolve_symmetric(TrainConfig(directed=True), split.train_graph(), lambda m: None).directed_symmetric
 
 
 def dense_timing(n: int, d: int, repeats: int = 3) -> None:
@@ -131,12 +187,15 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=150)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--only", choices=("graphs", "dense"), help="only the graphs' table, or only the dense-term timing")
+    ap.add_argument("--only", choices=("graphs", "dense", "defaults"),
+                    help="only the graphs' table, only the dense-term timing, or only the default command's table")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}; "
           f"{args.nodes:,} nodes, {args.epochs} epochs, seeds {seeds}")
+    if args.only == "defaults":
+        return defaults(args.nodes, seeds)
     if args.only != "graphs":
         dense_timing(4000, 16)
     if args.only == "dense":
@@ -149,8 +208,10 @@ def main() -> None:
         runs = [run(graph, s, args.epochs) for s in seeds]
         for name in runs[0]:
             cell = lambda k, name=name, runs=runs: _mean_std([r[name][k] for r in runs])  # noqa: E731
+            sec = "" if runs[0][name]["s_per_epoch"] is None else \
+                f"{statistics.median(r[name]['s_per_epoch'] for r in runs):.3f}"
             print(f"| {gname} | {graph.num_edges:,} | {name} | {cell('auc')} | {cell('ap')} | {cell('reverse_auc')} | "
-                  f"{statistics.median(r[name]['s_per_epoch'] for r in runs):.3f} |")
+                  f"{sec} |")
         print(f"<!-- {gname}: {time.perf_counter() - t:.0f} s -->")
 
 
