@@ -62,6 +62,17 @@ def canonical_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray,
     return out, stats
 
 
+def mean_by_key(key: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, means)``: the distinct values of ``key: (m,)``, sorted, and the mean of ``w: (m,)`` over the rows
+    of each (float64). O(m log m)."""
+    order = np.argsort(key, kind="stable")
+    key, w = key[order], np.asarray(w, np.float64)[order]
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if key.size else np.zeros(0, np.int64)
+    counts = np.diff(np.concatenate([starts, [key.size]]))
+    mean = np.add.reduceat(w, starts) / counts if key.size else np.zeros(0)
+    return key[starts], mean
+
+
 def canonical_weighted_edges(edge_index: np.ndarray, num_nodes: int,
                              edge_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, CleanStats]:
     """:func:`canonical_edges` with a weight per row, ``edge_weight: (E,)``: returns ``(edges (2, E') int64,
@@ -73,13 +84,7 @@ def canonical_weighted_edges(edge_index: np.ndarray, num_nodes: int,
     u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
     loops, zeros = u == v, (w == 0) & (ei[0] != ei[1])
     keep = ~loops & ~zeros
-    key = u[keep] * np.int64(num_nodes) + v[keep]
-    order = np.argsort(key, kind="stable")
-    key, w = key[order], w[keep][order]
-    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if key.size else np.zeros(0, np.int64)
-    counts = np.diff(np.concatenate([starts, [key.size]]))
-    mean = np.add.reduceat(w, starts) / counts if key.size else np.zeros(0)
-    key = key[starts]
+    key, mean = mean_by_key(u[keep] * np.int64(num_nodes) + v[keep], w[keep])
     stats = CleanStats(rows=ei.shape[1], self_loops=int(loops.sum()), duplicates=int(keep.sum() - key.size),
                        zero_weights=int(zeros.sum()))
     return np.stack([key // num_nodes, key % num_nodes]), mean.astype(np.float32), stats

@@ -178,3 +178,33 @@ def test_filtered_ranking_of_z_s_against_z_t_equals_scoring_every_candidate():
     for k in scan:
         assert scan[k] == pytest.approx(every[k])
     assert scan != filtered_ranking(zt, pos[::-1].copy(), [g.inn], targets=zs, block=8)  # direction matters
+
+
+@pytest.mark.parametrize("kind", ["bce", "mse"])
+def test_weighted_loss_against_dense_reference(kind):
+    from gaescale.sparse import PairIndex
+    torch.manual_seed(6)
+    n, h = 10, 3
+    edges = torch.tensor([[0, 1, 2, 3, 5, 7, 9], [1, 0, 4, 2, 6, 8, 1]])
+    w = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25, 1.5, 0.75], dtype=torch.float64)
+    z = torch.randn(n, 2 * h, dtype=torch.float64, requires_grad=True)
+    s = z[:, :h] @ z[:, h:].T
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edges[0], edges[1]] = w
+    edge = torch.zeros(n, n, dtype=torch.bool)
+    edge[edges[0], edges[1]] = True
+    w0, w1 = pair_weights("balanced", n, edges.shape[1])
+    if kind == "mse":  # the target of an edge is its weight
+        per_pair = torch.where(edge, w1 * (torch.sigmoid(s) - a) ** 2, w0 * torch.sigmoid(s) ** 2)
+    else:  # BCE weighs the edge's term by its weight
+        per_pair = torch.where(edge, -w1 * a * torch.nn.functional.logsigmoid(s),
+                               -w0 * torch.nn.functional.logsigmoid(-s))
+    ref = per_pair.sum()
+    got = directed_loss(z, PairIndex.from_pairs(edges, n, w), kind=kind, dense="exact", weighting="balanced")
+    assert float(got.detach()) == pytest.approx(float(ref.detach()), rel=1e-9)
+    (g_got,), (g_ref,) = torch.autograd.grad(got, z), torch.autograd.grad(ref, z)
+    assert torch.allclose(g_got, g_ref, atol=1e-9)
+    ones = directed_loss(z, PairIndex.from_pairs(edges, n, torch.ones(7, dtype=torch.float64)), kind=kind,
+                         dense="exact", weighting="balanced")
+    plain = directed_loss(z, edges, kind=kind, dense="exact", weighting="balanced")
+    assert float(ones.detach()) == pytest.approx(float(plain.detach()), rel=1e-12)

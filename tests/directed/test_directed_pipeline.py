@@ -187,10 +187,35 @@ def test_tensorboard_holds_a_directed_runs_history(tmp_path):
     assert events.Scalars("test/auc")[0].value == pytest.approx(run.metrics["test_auc"])
 
 
+def test_weighted_directed_runs_all_ones_as_unweighted_and_from_a_weighted_edge_list(tmp_path):
+    data = layered_dag()
+    plain = gaescale.train(data=data, directed=True, **FAST)
+    data.edge_weight = np.ones(data.edge_index.shape[1], np.float32)
+    ones = gaescale.train(data=data, directed=True, weighted=True, **FAST)
+    np.testing.assert_allclose(ones.embeddings, plain.embeddings, rtol=1e-5, atol=1e-6)
+    assert ones.metrics["test_auc"] == pytest.approx(plain.metrics["test_auc"], abs=1e-6)
+    # a text edge list with a weight column: the weights reach graph.npz, and embed reads them as training did
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.5, 2.0, data.edge_index.shape[1])
+    (tmp_path / "e.tsv").write_text("".join(f"{u}\t{v}\t{x:.3f}\n" for (u, v), x in zip(data.edge_index.T, w)))
+    np.save(tmp_path / "x.npy", rng.normal(size=(data.num_nodes, 3)).astype(np.float32))
+    assert main(["train", str(tmp_path / "e.tsv"), "--directed", "--weighted", "--features", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "run"), "--epochs", "5", "--quiet", "--no-report"]) == 0
+    with np.load(tmp_path / "run" / "graph.npz") as g:
+        assert sorted(g["data"].tolist()) == pytest.approx(sorted(np.round(w, 3).tolist()))
+    run = Run.open(tmp_path / "run")
+    train = np.load(tmp_path / "run" / "heldout.npz")
+    held = {tuple(p) for k in ("val_pos", "test_pos") for p in train[k].T}
+    keep = [i for i, p in enumerate(data.edge_index.T) if tuple(p) not in held]
+    (tmp_path / "t.tsv").write_text("".join(f"{u}\t{v}\t{w[i]:.3f}\n" for i, (u, v) in
+                                            ((i, data.edge_index[:, i]) for i in keep)))
+    got = run.embed(tmp_path / "t.tsv", tmp_path / "x.npy")  # the training graph, weights included
+    rows = np.argsort(got.node_ids.astype(np.int64))
+    np.testing.assert_allclose(got.embeddings[rows], run.embeddings[np.argsort(run.node_ids.astype(np.int64))],
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_what_directed_does_not_support_yet_is_refused():
-    with pytest.raises(gaescale.ParameterError, match="The 'weighted' parameter of train must be False with "
-                                                      "directed=True"):
-        gaescale.TrainConfig(directed=True, weighted=True)
     with pytest.raises(gaescale.ParameterError, match="The 'encoder' parameter of train must be an encoder name "
                                                       "with directed=True"):
         gaescale.train(data=layered_dag(), directed=True, encoder=gaescale.GCN(None, [4], num_nodes=150), quiet=True)

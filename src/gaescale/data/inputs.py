@@ -112,12 +112,17 @@ def _run_copy(config: TrainConfig, out: Path | None, log) -> Path | None:
     return None
 
 
-def in_memory(data: EdgeList, log, t: float, *, weighted: bool = False) -> Inputs:
-    """The graph of ``data`` (read since ``t``), checked to have edges, and its features as a tensor;
-    ``weighted``: with the weights of ``data.edge_weight`` (else they are not used)."""
+def require_weights(data: EdgeList, weighted: bool) -> None:
+    """Refuse ``weighted`` for edges without weights (an EdgeList given as data)."""
     if weighted and data.edge_weight is None:
         raise ParameterError("weighted", "train", "used with edges that have weights (an EdgeList given as data "
                                                   "without edge_weight)", True)
+
+
+def in_memory(data: EdgeList, log, t: float, *, weighted: bool = False) -> Inputs:
+    """The graph of ``data`` (read since ``t``), checked to have edges, and its features as a tensor;
+    ``weighted``: with the weights of ``data.edge_weight`` (else they are not used)."""
+    require_weights(data, weighted)
     graph = Graph.from_edge_index(data.edge_index, data.num_nodes, edge_weight=data.edge_weight if weighted else None)
     log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
     graph.require_edges(data.source or "the graph")

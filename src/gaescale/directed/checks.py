@@ -18,6 +18,3 @@ def check_directed(config) -> None:
     if config.decoder == "hadamard":
         raise ParameterError("decoder", "train", "'bias' or 'inner' with directed=True (the source/target decoder; "
                                                  "the Hadamard MLP does not support directed graphs yet)", "hadamard")
-    if config.weighted:
-        raise ParameterError("weighted", "train", "False with directed=True (weighted directed graphs are not "
-                                                  "supported yet)", True)

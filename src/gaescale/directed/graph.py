@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from ..data.split import check_fractions, permuted_parts
 from ..errors import GraphError
-from ..graph import CleanStats, Graph, sorted_unique
+from ..graph import CleanStats, Graph, mean_by_key, sorted_unique
 from ..sparse import SparseOperator
 
 
@@ -29,19 +29,40 @@ def directed_edges(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, 
     return np.stack([key // num_nodes, key % num_nodes]), stats
 
 
-def _csr(rows: np.ndarray, cols: np.ndarray, num_nodes: int) -> Graph:
-    """The 0/1 CSR of ``(rows, cols)`` (unique pairs), rows sorted, as a :class:`Graph` container: its
-    ``indptr``/``indices`` serve :meth:`Graph.has_edges` and :func:`gaescale.graph.neighbour_pairs`, which read
-    any sorted CSR (it is not symmetric: ``num_edges`` and the operators of ``Graph`` do not apply)."""
-    adj = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(num_nodes, num_nodes))
+def directed_weighted_edges(edge_index: np.ndarray, num_nodes: int,
+                            edge_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, CleanStats]:
+    """:func:`directed_edges` with a weight per row, ``edge_weight: (E,)``: ``(edges (2, E') int64, weights (E',)
+    float32, stats)``. Rows of weight 0 are dropped (no edge); repeated rows ``(u, v)`` give their edge the mean of
+    their weights (``(v, u)`` is another edge, with its own)."""
+    ei = np.asarray(edge_index, dtype=np.int64)
+    w = np.asarray(edge_weight, np.float64)
+    loops = ei[0] == ei[1]
+    zeros = (w == 0) & ~loops
+    keep = ~loops & ~zeros
+    key, mean = mean_by_key(ei[0][keep] * np.int64(num_nodes) + ei[1][keep], w[keep])
+    stats = CleanStats(rows=ei.shape[1], self_loops=int(loops.sum()), duplicates=int(keep.sum() - key.size),
+                       zero_weights=int(zeros.sum()))
+    return np.stack([key // num_nodes, key % num_nodes]), mean.astype(np.float32), stats
+
+
+def _csr(rows: np.ndarray, cols: np.ndarray, num_nodes: int, weights: np.ndarray | None = None) -> Graph:
+    """The CSR of ``(rows, cols)`` (unique pairs), rows sorted, as a :class:`Graph` container (``data``: the
+    ``weights`` in CSR order, None for all 1): its ``indptr``/``indices`` serve :meth:`Graph.has_edges` and
+    :func:`gaescale.graph.neighbour_pairs`, which read any sorted CSR (it is not symmetric: ``num_edges`` and the
+    operators of ``Graph`` do not apply)."""
+    w = np.ones(rows.size, np.float32) if weights is None else np.asarray(weights, np.float32)
+    adj = sp.csr_matrix((w, (rows, cols)), shape=(num_nodes, num_nodes))
     adj.sort_indices()
-    return Graph(adj.indptr.astype(np.int64), adj.indices, int(num_nodes))
+    data = None if weights is None else np.asarray(adj.data, np.float32)
+    return Graph(adj.indptr.astype(np.int64), adj.indices, int(num_nodes), data=data)
 
 
 @dataclass(frozen=True, eq=False)
 class DiGraph:
     """A directed graph without self loops: ``out`` the CSR of ``A`` (row ``u`` holds the targets of ``u``'s
-    out-edges), ``inn`` the CSR of ``A^T`` (row ``v`` holds the sources of ``v``'s in-edges); ``E`` edges."""
+    out-edges), ``inn`` the CSR of ``A^T`` (row ``v`` holds the sources of ``v``'s in-edges); ``E`` edges. A weighted
+    graph (``--weighted``) carries each edge's weight in both CSRs' ``data``; the operators then use ``A_w`` and the
+    weighted out- and in-degrees."""
 
     out: Graph
     inn: Graph
@@ -50,13 +71,26 @@ class DiGraph:
     node_ids = None  # the whole graph, never a subgraph (what the encoders' featureless tables read)
 
     @classmethod
-    def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, clean: bool = True) -> DiGraph:
-        """From ``edge_index: (2, E)``; with ``clean``, self loops and exact duplicates dropped (see ``stats``)."""
+    def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int, *, clean: bool = True,
+                        edge_weight: np.ndarray | None = None) -> DiGraph:
+        """From ``edge_index: (2, E)``; with ``clean``, self loops and exact duplicates dropped (see ``stats``;
+        ``edge_weight: (E,)``: :func:`directed_weighted_edges`)."""
         stats = None
-        if clean:
+        if clean and edge_weight is None:
             edge_index, stats = directed_edges(edge_index, num_nodes)
+        elif clean:
+            edge_index, edge_weight, stats = directed_weighted_edges(edge_index, num_nodes, edge_weight)
         u, v = np.asarray(edge_index[0], np.int64), np.asarray(edge_index[1], np.int64)
-        return cls(_csr(u, v, num_nodes), _csr(v, u, num_nodes), int(num_nodes), stats)
+        return cls(_csr(u, v, num_nodes, edge_weight), _csr(v, u, num_nodes, edge_weight), int(num_nodes), stats)
+
+    @property
+    def weighted(self) -> bool:
+        return self.out.data is not None
+
+    @property
+    def weights(self) -> np.ndarray | None:
+        """``(E,)`` float32: the weight of each edge of :meth:`edge_index`, in its order; None when unweighted."""
+        return self.out.data
 
     @property
     def num_edges(self) -> int:
@@ -83,19 +117,28 @@ class DiGraph:
         return self.out.has_edges(u, v)
 
     def symmetrised(self) -> Graph:
-        """The undirected graph of the same edges (``{u, v}`` for each ``(u, v)``): what the heuristics score."""
-        return Graph.from_edge_index(self.edge_index(), self.num_nodes)
+        """The undirected graph of the same edges (``{u, v}`` for each ``(u, v)``; weighted: the mean weight of
+        ``(u, v)`` and ``(v, u)`` where both are edges): what the heuristics score."""
+        return Graph.from_edge_index(self.edge_index(), self.num_nodes, edge_weight=self.weights)
+
+    def _strength(self, csr: Graph) -> np.ndarray:
+        """``(N,)`` float64: the (weighted) degree of each row of ``csr``."""
+        degree = np.diff(csr.indptr)
+        if csr.data is None:
+            return degree.astype(np.float64)
+        return np.bincount(np.repeat(np.arange(self.num_nodes), degree), weights=csr.data, minlength=self.num_nodes)
 
     @cached_property
     def operator(self) -> SparseOperator:
-        """``A_hat = (D_out + I)^-1/2 (A + I) (D_in + I)^-1/2`` (DiGAE's normalisation with alpha = beta = 1/2),
-        ``(N, N)`` sparse: row ``i`` averages over ``i`` and its out-neighbours."""
-        return SparseOperator(self._normalised(self.out, self.out_degree, self.in_degree))
+        """``A_hat = (D_out + I)^-1/2 (A_w + I) (D_in + I)^-1/2`` (DiGAE's normalisation with alpha = beta = 1/2;
+        weighted: ``A_w`` and the weighted degrees), ``(N, N)`` sparse: row ``i`` averages over ``i`` and its
+        out-neighbours."""
+        return SparseOperator(self._normalised(self.out, self._strength(self.out), self._strength(self.inn)))
 
     @cached_property
     def operator_t(self) -> SparseOperator:
         """``A_hat^T``, ``(N, N)`` sparse: row ``j`` averages over ``j`` and its in-neighbours."""
-        return SparseOperator(self._normalised(self.inn, self.in_degree, self.out_degree))
+        return SparseOperator(self._normalised(self.inn, self._strength(self.inn), self._strength(self.out)))
 
     @property
     def reciprocity(self) -> float:
@@ -112,11 +155,12 @@ class DiGraph:
 
     def _normalised(self, csr: Graph, row_degree: np.ndarray, col_degree: np.ndarray) -> sp.csr_matrix:
         n = self.num_nodes
-        a = sp.csr_matrix((np.ones(csr.indices.size, np.float32), csr.indices, csr.indptr), shape=(n, n))
+        w = np.ones(csr.indices.size, np.float32) if csr.data is None else csr.data
+        a = sp.csr_matrix((w, csr.indices, csr.indptr), shape=(n, n))
         a = sp.csr_matrix(a + sp.eye(n, dtype=np.float32, format="csr"))
         a.sort_indices()
         r, c = 1.0 / np.sqrt(row_degree + 1.0), 1.0 / np.sqrt(col_degree + 1.0)
-        a.data = (r[np.repeat(np.arange(n), np.diff(a.indptr))] * c[a.indices]).astype(np.float32)
+        a.data = (a.data * r[np.repeat(np.arange(n), np.diff(a.indptr))] * c[a.indices]).astype(np.float32)
         return a
 
     def require_edges(self, what: str = "the graph") -> None:
@@ -137,10 +181,11 @@ class DirectedSplit:
     test_pos: np.ndarray
     test_neg: np.ndarray
     num_nodes: int
+    train_weight: np.ndarray | None = None  # (E_train,) float32: a weighted graph's training edges' weights
     graph = None  # the interface of gaescale.data.split.EdgeSplit
 
     def train_graph(self) -> DiGraph:
-        return DiGraph.from_edge_index(self.train, self.num_nodes, clean=False)
+        return DiGraph.from_edge_index(self.train, self.num_nodes, clean=False, edge_weight=self.train_weight)
 
     @property
     def num_train(self) -> int:
@@ -178,7 +223,7 @@ def split_directed(graph: DiGraph, val_fraction: float = 0.05, test_fraction: fl
     n_val = val_at.size
     neg = sample_ordered_non_edges(n_val + test_at.size, graph, rng)
     return DirectedSplit(edges[:, train_at], edges[:, val_at], neg[:, :n_val], edges[:, test_at], neg[:, n_val:],
-                         graph.num_nodes)
+                         graph.num_nodes, None if graph.weights is None else graph.weights[train_at])
 
 
 def reverse_pairs(graph: DiGraph, pos: np.ndarray) -> np.ndarray:

@@ -235,7 +235,8 @@ def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: 
                   block_size: int | None = None, memory_budget: int = 256 * 2**20,
                   generator: torch.Generator | None = None, decoder: nn.Module | None = None) -> Tensor:
     """The reconstruction loss of ``z = [z_s | z_t]: (N, 2h)`` against the directed edges ``edge_index: (2, E)``
-    (ordered pairs, each edge once; or a :class:`gaescale.sparse.PairIndex`): ``sum_ij w(a_ij) l(s_ij, a_ij)`` over
+    (ordered pairs, each edge once; or a :class:`gaescale.sparse.PairIndex`, whose ``weights`` make a weighted
+    graph's edge term as :func:`gaescale.losses.reconstruction_loss`'s): ``sum_ij w(a_ij) l(s_ij, a_ij)`` over
     all ``N^2`` ordered pairs, ``s_ij = z_s_i . z_t_j``, weights of :func:`gaescale.losses.pair_weights` for ``E``
     ordered edge pairs. ``num_samples`` defaults to ``neg_ratio`` per directed edge. ``decoder(zu, zv) -> s`` (e.g.
     :class:`Gravity`) replaces ``z_s_u . z_t_v``; it needs ``dense='sampled'``, whose draws of ``(i, i)`` then count
@@ -253,7 +254,8 @@ def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: 
         w0, w1 = pair_weights(weighting, n, pairs.num_pairs)
         p = pairs.pairs()
         s = (decoder or SourceTarget())(z[p[0]], z[p[1]])
-        edge = (w1 * pl.l1(s) - w0 * pl.l0(s)).sum()
+        l1 = pl.l1(s) if pairs.weights is None else pl.l1w(s, pairs.weights.to(s.dtype))  # weighted: as undirected
+        edge = (w1 * l1 - w0 * pl.l0(s)).sum()
         m = max(1, int(round(neg_ratio * pairs.num_pairs))) if num_samples is None else num_samples
         if decoder is not None:  # the sampled estimate over the pairs i != j, through the decoder
             q = PairIndex.uniform(n, m, generator).to(z.device).pairs()

@@ -11,16 +11,15 @@ import numpy as np
 import torch
 
 from ..config import TrainConfig
-from ..data.inputs import Inputs, check_not_a_plain_directory, load_edges, log_features
+from ..data.inputs import Inputs, check_not_a_plain_directory, load_edges, log_features, require_weights
 from ..data.prepare import is_prepared
 from ..errors import ParameterError
-from ..graph import with_self_loops
 from ..parallel.runtime import Local
 from ..run.memory import peak_rss_bytes
 from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, _start
 from ..training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from ..training.heldout import baseline_metrics, not_beaten
-from ..training.strategies import FullBatch
+from ..training.strategies import FullBatch, weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
 from .graph import DiGraph, DirectedSplit, reverse_pairs, split_directed
@@ -80,11 +79,14 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
     t_start = time.perf_counter()
     check_not_a_plain_directory(config, data)
     data = data if data is not None else load_edges(config)
-    graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes)
+    require_weights(data, config.weighted)
+    graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes,
+                                    edge_weight=data.edge_weight if config.weighted else None)
     s = graph.stats
-    log(f"read {data.source}: {data.num_nodes:,} nodes; {s.rows:,} edge rows -> {graph.num_edges:,} directed edges "
-        f"({s.self_loops:,} self loops dropped, {s.duplicates:,} duplicates merged) "
-        f"[{time.perf_counter() - t_start:.1f}s]")
+    zeros = f", {s.zero_weights:,} rows of weight 0 dropped" if s.zero_weights else ""
+    log(f"read {data.source}: {data.num_nodes:,} nodes; {s.rows:,} edge rows -> {graph.num_edges:,} directed "
+        f"{'weighted ' if graph.weighted else ''}edges ({s.self_loops:,} self loops dropped{zeros}, "
+        f"{s.duplicates:,} duplicates merged) [{time.perf_counter() - t_start:.1f}s]")
     graph.require_edges(data.source or "the graph")
     x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
     log_features(x, log)
@@ -96,7 +98,8 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
     config = resolve_symmetric(config, train_graph, log)
     log(f"directed split: {split.num_train:,} training, {split.val_pos.shape[1]:,} validation and "
         f"{split.test_pos.shape[1]:,} test edges, as many ordered non-edges")
-    csr = (graph.out.indptr, graph.out.indices)  # graph.npz: the out-CSR of the full graph
+    csr = (graph.out.indptr, graph.out.indices)  # graph.npz: the out-CSR of the full graph (and its weights)
+    csr = csr if graph.weights is None else (*csr, graph.weights)
     checkpointer, resume = _checkpointing(config, "full", out, csr, x, log, runtime)
     torch.manual_seed(config.seed)
     model = build_directed_model(config, num_features, n).to(device)
@@ -116,9 +119,8 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
 def _fit_directed(config: TrainConfig, model: DirectedGAE, x, split: DirectedSplit, train_graph: DiGraph,
                   checkpointer, resume, runtime: Local, on_epoch) -> _Fitted:
     """Full-batch training of ``model`` on the directed training edges, then ``z = [z_s | z_t]`` of every node."""
-    n = train_graph.num_nodes
     device = next(model.parameters()).device
-    pairs = torch.from_numpy(with_self_loops(split.train, n, config.self_loops))
+    pairs = weighted_pairs(train_graph, config.self_loops, split.train, split.train_weight)
     has_val = split.val_pos.shape[1] > 0
     xd = None if x is None else x.to(device)
     result = fit(model, xd, train_graph, pairs, val=(split.val_pos, split.val_neg) if has_val else None,

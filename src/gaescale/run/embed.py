@@ -184,7 +184,8 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
         source = features if features is not None else edges
         if directed:
             from ..directed.graph import DiGraph
-            graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes)
+            graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes,
+                                            edge_weight=data.edge_weight if weighted else None)
         else:
             graph = Graph.from_edge_index(data.edge_index, data.num_nodes,
                                           edge_weight=data.edge_weight if weighted else None)
