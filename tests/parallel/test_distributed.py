@@ -165,6 +165,37 @@ def test_two_processes_update_like_one_over_the_same_global_batch(edges, tmp_pat
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in one.iterdir())
 
 
+@pytest.mark.slow
+def test_a_weighted_graph_trains_on_two_processes_like_one(edges, tmp_path):
+    # rank 0 reads the weights and sends them with the CSR: rank 1's operator and loss weigh as rank 0's, so two
+    # processes over the same global batch step as one; FastGAE's subgraphs keep their weights on every rank
+    with np.load(edges) as f:
+        ei, x = f["edge_index"], f["x"]
+    weighted = tmp_path / "w.npz"
+    np.savez(weighted, edge_index=ei, x=x, edge_weight=np.random.default_rng(0).uniform(0.2, 3.0, ei.shape[1]))
+    flags = ["--weighted"]
+    one, (two, fast) = _in_process(weighted, tmp_path / "one", flags, alongside=[
+        _cmd(weighted, tmp_path / "two", *_torchrun(), extra=flags),
+        _cmd(weighted, tmp_path / "fast", *_torchrun(), extra=[*flags, "--strategy", "fastgae"])])
+    assert (one.returncode, two.returncode, fast.returncode) == (0, 0, 0), two.stderr + fast.stderr
+    m1, m2 = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("one", "two"))
+    assert (m1["processes"], m2["processes"]) == (1, 2)
+    np.testing.assert_allclose([h["loss"] for h in m2["history"]], [h["loss"] for h in m1["history"]], rtol=1e-5)
+    z1, z2 = (np.load(tmp_path / d / "embeddings.npy") for d in ("one", "two"))
+    np.testing.assert_allclose(z2, z1, rtol=1e-3, atol=1e-4)
+    unweighted = _in_process(edges, tmp_path / "plain")[0]  # the same graph without its weights trains otherwise
+    assert unweighted.returncode == 0
+    z0 = np.load(tmp_path / "plain" / "embeddings.npy")
+    assert np.abs(z0 - z1).max() > 1e-2
+    for d in ("two", "fast"):
+        with np.load(tmp_path / d / "graph.npz") as g:
+            assert "data" in g.files and g["data"].size == g["indices"].size
+    # neighbour sampling and Cluster-GCN read a prepared copy, which keeps no weights: refused before any work
+    bad = _train(weighted, tmp_path / "bad", *_torchrun(), extra=[*flags, "--strategy", "neighbor"])
+    assert bad.returncode != 0 and "The 'strategy' parameter of train must be 'full' or 'fastgae' for a weighted " \
+                                   "graph under torchrun" in bad.stderr
+
+
 def _host_cmds(tmp_path, edges, outs, *extra, nproc=(1, 2), host1_edges=None):
     """Two torchrun launchers on 127.0.0.1 (``--nnodes 2``, ``nproc`` processes each) training with
     neighbour sampling (or the ``--strategy`` of ``extra``, the flags of each host); host 1 is given a path

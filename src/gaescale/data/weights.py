@@ -104,7 +104,8 @@ def npz_weights(p: Path, arrays: dict, num_edges: int) -> np.ndarray:
 
 def refuse_unsupported(config, *, prepared: bool, world_size: int) -> None:
     """Refuse ``--weighted`` (or ``--weight-column`` without it) where the weights cannot go yet: a prepared
-    graph (``gaescale prepare`` keeps no weights) and torchrun."""
+    graph (``gaescale prepare`` keeps no weights) and, under torchrun, the strategies that partition the graph
+    (which the ranks read from a prepared copy of the edge list)."""
     from ..errors import ParameterError
     if config.weight_column is not None and not config.weighted:
         raise ParameterError("weight_column", "train", "used with weighted=True (--weighted)", config.weight_column)
@@ -113,7 +114,9 @@ def refuse_unsupported(config, *, prepared: bool, world_size: int) -> None:
     if prepared:
         raise ParameterError("weighted", "train", "False for a prepared graph ('gaescale prepare' keeps no edge "
                                                   "weights yet; train from the edge list itself)", True)
-    if world_size > 1:
-        raise ParameterError("weighted", "train", f"False under torchrun ({world_size} processes; weighted graphs "
-                                                  "train in one process only, for now)", True)
+    if world_size > 1 and config.strategy not in ("full", "fastgae"):
+        raise ParameterError("strategy", "train", f"'full' or 'fastgae' for a weighted graph under torchrun "
+                                                  f"({world_size} processes: the other strategies read a prepared "
+                                                  "copy of the edge list, which keeps no edge weights yet)",
+                             config.strategy)
 

@@ -53,16 +53,17 @@ def read_on_ranks(config: TrainConfig, log, out: Path | None, group) -> Inputs:
 def _graph_from_main(config: TrainConfig, group, log, t: float) -> Inputs:
     """Under torchrun, an edge list read into memory (full batch and FastGAE, which replicate the graph, or a
     run without an output directory): rank 0 alone reads it (and the features), and sends the others the
-    graph's CSR and the features, so that only rank 0's host needs the files; the others hold neither the ids
-    nor anything the reading needed on the way."""
+    graph's CSR (with a weighted graph's weights) and the features, so that only rank 0's host needs the files;
+    the others hold neither the ids nor anything the reading needed on the way."""
     mine: list[Inputs] = []
     read_at: list[float] = []
 
     def read() -> dict[str, np.ndarray]:
-        mine.append(in_memory(load_edges(config), log, t))
+        mine.append(in_memory(load_edges(config), log, t, weighted=config.weighted))
         read_at.append(time.perf_counter())
         g, x = mine[0].graph, mine[0].x
-        return {"indptr": g.indptr, "indices": g.indices, **({} if x is None else {"x": x.numpy()})}
+        return {"indptr": g.indptr, "indices": g.indices, **({} if g.data is None else {"data": g.data}),
+                **({} if x is None else {"x": x.numpy()})}
 
     arrays = group.arrays_on_main(read, f"the graph of {config.edges}")
     if group.is_main:
@@ -72,8 +73,8 @@ def _graph_from_main(config: TrainConfig, group, log, t: float) -> Inputs:
     else:
         indptr = arrays["indptr"]
         x = arrays.get("x")
-        inputs = Inputs(Graph(indptr, arrays["indices"], indptr.size - 1), None if x is None else torch.from_numpy(x),
-                        None)
+        inputs = Inputs(Graph(indptr, arrays["indices"], indptr.size - 1, data=arrays.get("data")),
+                        None if x is None else torch.from_numpy(x), None)
     log_features(inputs.x, log)
     return inputs
 

@@ -215,8 +215,9 @@ class ShardedFullBatch:
         w, r, n = self.runtime.world_size, self.runtime.rank, graph.num_nodes
         if self._shard is None or self._shard[0] is not pairs:  # cut once, reused every epoch
             every = pairs.pairs() if isinstance(pairs, PairIndex) else torch.as_tensor(pairs)
-            self._shard = (pairs, PairIndex.from_pairs(every[:, r::w], n), every.shape[1],
-                           int((every[0] == every[1]).sum()))
+            weights = pairs.weights if isinstance(pairs, PairIndex) else None  # a weighted graph's, in that order
+            self._shard = (pairs, PairIndex.from_pairs(every[:, r::w], n, None if weights is None else weights[r::w]),
+                           every.shape[1], int((every[0] == every[1]).sum()))
         z = full_precision(model(x, graph))  # the loss in float32 under mixed precision, as one process's
         with torch.autocast(z.device.type, enabled=False):
             loss = self._loss(z, generator, loss_kwargs, model)
@@ -244,7 +245,7 @@ class ShardedFullBatch:
         else:
             s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
         loss = minibatch_loss(logits(mine), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
-                              pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting)
+                              pos_loops=mine.self_pair_mask(), kind=kind, weighting=weighting, pos_weight=mine.weights)
         if dense == "sampled":
             return loss
         # exact: this rank's tiles; closed (O(N d^2)): the whole term, of which a 1/W share
