@@ -64,3 +64,21 @@ def test_operators_move_once_and_stay_put_on_their_device():
     assert op.on(torch.device("cpu")) is op  # already there: no copy
     pidx = PairIndex.from_pairs(torch.tensor([[0, 1], [2, 3]]), 20)
     assert pidx.to("cpu") is pidx
+
+
+def test_cross_logits_and_their_gradients_against_gathers():
+    torch.manual_seed(7)
+    n, d = 30, 4
+    pairs = torch.randint(0, n, (2, 200))
+    u = torch.randn(n, d, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(n, d, dtype=torch.float64, requires_grad=True)
+    pidx = PairIndex.from_pairs(pairs, n)
+    got = pidx.cross_logits(u, v)
+    p = pidx.pairs()  # CSR order: the order of the logits
+    want = (u[p[0]] * v[p[1]]).sum(1)
+    assert torch.allclose(got, want, atol=1e-12)
+    g = torch.randn(200, dtype=torch.float64)
+    gu, gv = torch.autograd.grad((got * g).sum(), (u, v))
+    wu, wv = torch.autograd.grad((want * g).sum(), (u, v))
+    assert torch.allclose(gu, wu, atol=1e-12) and torch.allclose(gv, wv, atol=1e-12)
+    assert not torch.allclose(pidx.cross_logits(v, u), got)  # not symmetric

@@ -195,6 +195,15 @@ class PairIndex:
         return _PairDot.apply(z if metric is None else z * metric, z, self.to(z.device))
 
 
+    def cross_logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``s: (m,)`` with ``s_k = u[i_k] . v[j_k]`` for ``u, v: (N, d)`` (a directed graph's source and target
+        sides); differentiable in both, by the same sparse products as :meth:`logits`."""
+        if u.shape[0] != self.num_nodes or v.shape != u.shape:
+            raise ValueError(f"u {tuple(u.shape)} and v {tuple(v.shape)} must both have {self.num_nodes} rows and "
+                             "one width")
+        return _PairDot.apply(u.contiguous(), v.contiguous(), self.to(u.device))
+
+
 class _PairDot(torch.autograd.Function):
     """``s_k = u[i_k] . v[j_k]``; ``u`` and ``v`` may be one tensor (then autograd adds both gradients)."""
 

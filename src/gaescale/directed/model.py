@@ -217,8 +217,8 @@ def directed_dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "directed_loss", "an int >= 1", num_samples)
-        p = PairIndex.uniform(n, num_samples, generator).to(z.device).pairs()
-        return loss.l0(SourceTarget()(z[p[0]], z[p[1]])).sum() * (float(n) * n / num_samples)
+        s = PairIndex.uniform(n, num_samples, generator).cross_logits(*halves(z))
+        return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
         block = int(block_size or block_size_for(n, memory_budget, z.element_size()))
         return ValueAndGrad.apply(z, partial(directed_dense_tiles, loss=loss, block=block))
@@ -252,8 +252,11 @@ def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: 
         z = full_precision(z)
         pairs = as_pair_index(edge_index, n).to(z.device)
         w0, w1 = pair_weights(weighting, n, pairs.num_pairs)
-        p = pairs.pairs()
-        s = (decoder or SourceTarget())(z[p[0]], z[p[1]])
+        if decoder is None:  # z_s_u . z_t_v by sparse products (gathers and scatters of m rows are 5-10x slower)
+            s = pairs.cross_logits(*halves(z))
+        else:
+            p = pairs.pairs()
+            s = decoder(z[p[0]], z[p[1]])
         l1 = pl.l1(s) if pairs.weights is None else pl.l1w(s, pairs.weights.to(s.dtype))  # weighted: as undirected
         edge = (w1 * l1 - w0 * pl.l0(s)).sum()
         m = max(1, int(round(neg_ratio * pairs.num_pairs))) if num_samples is None else num_samples
