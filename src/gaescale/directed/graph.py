@@ -118,7 +118,12 @@ class DiGraph:
 
     def symmetrised(self) -> Graph:
         """The undirected graph of the same edges (``{u, v}`` for each ``(u, v)``; weighted: the mean weight of
-        ``(u, v)`` and ``(v, u)`` where both are edges): what the heuristics score."""
+        ``(u, v)`` and ``(v, u)`` where both are edges): what the heuristics score and the symmetric part
+        propagates over (built once)."""
+        return self._symmetrised
+
+    @cached_property
+    def _symmetrised(self) -> Graph:
         return Graph.from_edge_index(self.edge_index(), self.num_nodes, edge_weight=self.weights)
 
     def _strength(self, csr: Graph) -> np.ndarray:

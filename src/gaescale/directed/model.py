@@ -6,7 +6,8 @@ Every node has a source embedding ``z_s`` (built from its out-neighbourhood) and
 per-node biases (``--decoder bias``) the halves are ``[z_s, b_s, 1]`` and ``[z_t, 1, b_t]``, whose product
 adds the source's bias ``b_s_i`` and the target's ``b_t_j`` (out- and in-degree need not live in ``z``).
 
-With a symmetric part (``SourceTargetEncoder(symmetric=True)``, the default of ``--directed``) each node also has
+With a symmetric part (``SourceTargetEncoder(symmetric=True)``; ``--directed-symmetric auto`` turns it on where
+at least 1 in 10 training edges is reciprocated) each node also has
 ``z_u``, a GCN on the symmetrised graph, in both halves: ``[z_s, z_u | z_t, z_u]``, so ``s_ij = z_s_i . z_t_j +
 z_u_i . z_u_j``. The second term is alike both ways: a link ``i -> j`` raises ``j -> i`` too, which is what a
 graph with reciprocated links needs and a strict order (a layered DAG) does not (docs/directed.md, measured).
