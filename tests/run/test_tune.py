@@ -118,7 +118,7 @@ def test_cli_tune_writes_best_json(edges, tmp_path):
     assert r.returncode == 2 and "The 'trials' parameter of tune must be" in r.stderr
 
 
-def test_hadamard_is_searched_only_with_the_sampled_dense_term():
+def test_hadamard_is_searched_only_with_the_sampled_dense_term_and_undirected():
     import optuna
 
     from gaescale.run.tune import suggest
@@ -127,3 +127,5 @@ def test_hadamard_is_searched_only_with_the_sampled_dense_term():
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     sampled = {suggest(study.ask(), {})["decoder"] for _ in range(40)}
     assert exact == {"bias", "inner"} and sampled == {"bias", "inner", "hadamard"}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))  # --directed refuses hadamard
+    assert {suggest(study.ask(), {"directed": True})["decoder"] for _ in range(40)} == {"bias", "inner"}

@@ -38,7 +38,7 @@ SEARCH_SPACE: dict[str, tuple] = {
     "hidden": (32, 64, 128),  # gcn only: one hidden layer of this width
     "dim": (32, 64, 128),
     "lr": (0.002, 0.05),  # log-uniform
-    "decoder": ("bias", "inner", "hadamard"),  # hadamard only with the sampled dense term (the default)
+    "decoder": ("bias", "inner", "hadamard"),  # hadamard only with the sampled dense term (the default), undirected
     "loss": ("bce", "weighted-bce"),
     "self_loops": (False, True),
     "neg_ratio": (1.0, 2.0, 4.0),
@@ -54,7 +54,7 @@ def suggest(trial, fixed: dict[str, Any]) -> dict[str, Any]:
             continue
         if name == "lr":
             out[name] = trial.suggest_float(name, *choices, log=True)
-        elif name == "decoder" and fixed.get("dense", "sampled") != "sampled":
+        elif name == "decoder" and (fixed.get("dense", "sampled") != "sampled" or fixed.get("directed")):
             out[name] = trial.suggest_categorical(name, [c for c in choices if c != "hadamard"])
         else:
             out[name] = trial.suggest_categorical(name, list(choices))
