@@ -97,8 +97,8 @@ def _add_run_commands(sub) -> None:
                                         "node as the run was trained with)")
     emb.add_argument("--out", required=True, help="output file: .npy, .tsv, .csv or .parquet")
     emb.add_argument("--block", default="auto", help="rows per block of layer-wise inference, or 0 for one forward "
-                                                     "pass (default: auto: layer by layer, 65536 rows, for a prepared "
-                                                     "directory, else one pass)")
+                                                     "pass (default: auto: layer by layer, 65536 rows; one pass for a "
+                                                     "directed run)")
     for name in ("ids", "header"):
         f = TrainConfig.__dataclass_fields__[name]
         emb.add_argument(_flag(name), default=None, choices=f.metadata["choices"],

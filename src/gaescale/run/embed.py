@@ -1,10 +1,10 @@
 """``gaescale embed``: embeddings of every node of a (new) graph with a finished run's trained encoder, without
 retraining, keyed by the graph's ids (old and new alike).
 
-The encoder is rebuilt from ``RUN/model.pt`` and run in evaluation mode on the given graph: as the pipeline embeds,
-in one forward pass for a graph read into memory, layer by layer over row blocks of the CSR for a memory-mapped
-``gaescale prepare`` directory (:meth:`gaescale.encoders.GCN.layerwise`, no operator over the whole graph), so the
-graph may be as large as training's. Only
+The encoder is rebuilt from ``RUN/model.pt`` and run in evaluation mode on the given graph, layer by layer over
+row blocks of the CSR (:meth:`gaescale.encoders.GCN.layerwise`: no operator over the whole graph is built, and a
+memory-mapped ``gaescale prepare`` directory stays on disk), so the graph may be as large as training's; at
+770,000 nodes this was also faster than one forward pass (BENCHMARKS.md, "gaescale embed"). Only
 an inductive encoder can do this: one with node features (GCN, SAGE, linear). A featureless run's first layer is a
 learnt table with one row per training node, which has no row for a node it never saw: it is refused. So is a
 run of a custom encoder (``train(encoder=module)``, e.g. a :class:`gaescale.pyg.PyGEncoder`): model.pt holds its
@@ -68,9 +68,8 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     (module docstring). ``features``: the node features, as ``train --features`` reads them (required: the
     encoder was trained with them; an ``.npz`` edge list's own ``x`` serves too). ``ids``/``header``: how to read
     a text edge list, by default the run's own settings (its config.json). ``block``: rows per block of
-    layer-wise inference, None: one forward pass, ``"auto"``: layer by layer (65,536 rows) for a prepared
-    directory, else one pass (on a 770k-node graph in memory 2x faster than layer by layer). Every check runs
-    before the first write."""
+    layer-wise inference, None: one forward pass, ``"auto"``: layer by layer (65,536 rows; a directed run: one
+    pass). Every check runs before the first write."""
     log = log or (lambda m: None)
     if block not in (None, "auto") and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
         raise ParameterError("block", "embed", "an int >= 1, None or 'auto'", block)
@@ -97,8 +96,7 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
         f"[{time.perf_counter() - t:.1f}s]")
     model = _rebuild(run, config, state)
     if block == "auto":
-        from ..data.prepare import is_prepared
-        block = BLOCK if is_prepared(edges) else None
+        block = None if config.directed else BLOCK
     t = time.perf_counter()
     rows = _known_rows(run, node_ids)
     if config.directed:
