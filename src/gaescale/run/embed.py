@@ -11,7 +11,8 @@ run of a custom encoder (``train(encoder=module)``, e.g. a :class:`gaescale.pyg.
 weights, not its code. A weighted run (``--weighted``) reads the edge list's weights as training did (its
 ``weight_column`` too), so the encoder's normalisation is the weighted one. A directed run (``--directed``) reads
 the edges as directed and its source/target encoder embeds them in one forward pass (as training did); its rows
-have the layout of its embeddings.npy, ``[z_s | z_t]`` or, with the bias decoder, ``[z_s, b_s, 1 | z_t, 1, b_t]``.
+have the layout of its embeddings.npy, ``[z_s | z_t]`` or, with the bias decoder, ``[z_s, b_s, 1 | z_t, 1, b_t]``
+(with the symmetric part, ``z_u`` after ``z_s`` and after ``z_t``).
 
 Output (``out``, by suffix, each file written atomically)::
 
