@@ -126,24 +126,17 @@ class DiGraph:
     def _symmetrised(self) -> Graph:
         return Graph.from_edge_index(self.edge_index(), self.num_nodes, edge_weight=self.weights)
 
-    def _strength(self, csr: Graph) -> np.ndarray:
-        """``(N,)`` float64: the (weighted) degree of each row of ``csr``."""
-        degree = np.diff(csr.indptr)
-        if csr.data is None:
-            return degree.astype(np.float64)
-        return np.bincount(np.repeat(np.arange(self.num_nodes), degree), weights=csr.data, minlength=self.num_nodes)
-
     @cached_property
     def operator(self) -> SparseOperator:
         """``A_hat = (D_out + I)^-1/2 (A_w + I) (D_in + I)^-1/2`` (DiGAE's normalisation with alpha = beta = 1/2;
         weighted: ``A_w`` and the weighted degrees), ``(N, N)`` sparse: row ``i`` averages over ``i`` and its
         out-neighbours."""
-        return SparseOperator(self._normalised(self.out, self._strength(self.out), self._strength(self.inn)))
+        return SparseOperator(self._normalised(self.out, self.out.strength, self.inn.strength))
 
     @cached_property
     def operator_t(self) -> SparseOperator:
         """``A_hat^T``, ``(N, N)`` sparse: row ``j`` averages over ``j`` and its in-neighbours."""
-        return SparseOperator(self._normalised(self.inn, self._strength(self.inn), self._strength(self.out)))
+        return SparseOperator(self._normalised(self.inn, self.inn.strength, self.out.strength))
 
     @property
     def reciprocity(self) -> float:

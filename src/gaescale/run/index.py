@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .._version import __version__
 from ..errors import InputFileError, OutputError, ParameterError
@@ -236,11 +235,7 @@ def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None,
     nodes = np.full((q_all.size, k), -1, np.int64)
     exact = need > EXACT_ABOVE
     if exact.any():
-        zl, metric = run.logits_form()
-        if run.directed:  # z_s of the queries against z_t of the candidates
-            zl, metric, targets = torch.from_numpy(qside), None, torch.from_numpy(x)
-        else:
-            targets = None
+        zl, metric, targets = run.ranking_form()
         scores[exact], nodes[exact] = top_k(zl, k, queries=q_all[exact], exclude=exclude, metric=metric,
                                             targets=targets)
     kk = np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(need, 1))).astype(np.int64))

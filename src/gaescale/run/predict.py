@@ -186,10 +186,8 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
         from .index import indexed_top_k
         scores, cand = indexed_top_k(run, index, int(k), queries=queries, exclude=graph)
     else:
-        z, metric = run.logits_form()
-        half = z.shape[1] // 2 if run.directed else None  # directed: z_s of the queries against z_t of the candidates
-        scores, cand = top_k(z if half is None else z[:, :half], int(k), queries=queries, exclude=graph,
-                             metric=metric, targets=None if half is None else z[:, half:])
+        z, metric, targets = run.ranking_form()  # directed: z_s of the queries against z_t of the candidates
+        scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric, targets=targets)
     q = np.arange(run.embeddings.shape[0]) if queries is None else queries
     ok = cand >= 0
     ids = run.node_ids

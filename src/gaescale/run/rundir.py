@@ -78,6 +78,15 @@ class Run:
         z = with_bias(z, torch.from_numpy(self.node_bias))
         return z, bias_metric(z.shape[1])
 
+    def ranking_form(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """``(queries, metric, targets)`` for :func:`gaescale.run.predict.top_k`: :meth:`logits_form` and None, or for
+        a directed run ``z_s`` of the queries against ``z_t`` of the candidates (the halves of embeddings.npy)."""
+        if not self.directed:
+            return (*self.logits_form(), None)
+        z = torch.from_numpy(np.ascontiguousarray(self.embeddings, dtype=np.float32))
+        h = z.shape[1] // 2
+        return z[:, :h], None, z[:, h:]
+
     @property
     def decoder(self) -> str | None:
         """The run's ``--decoder`` (None for a directory without config.json)."""
