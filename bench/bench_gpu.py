@@ -182,7 +182,9 @@ PARALLEL = [dict(strategy="full", loss="weighted-bce", dense="exact"),
             dict(strategy="neighbor", batch_size=4096, fanouts="10,10")]
 
 
-RUN = dict(hidden="16", dim=8, quiet=True, seed=0, report=False, threads=1)  # the data-parallel runs' settings
+# the data-parallel runs' settings; the structural part trains in one process only (auto turns it off under
+# torchrun), and one process is compared with two here
+RUN = dict(hidden="16", dim=8, quiet=True, seed=0, report=False, threads=1, structure="off")
 
 
 def data_parallel(device: str, size: tuple[int, int], epochs: int) -> bool:

@@ -54,6 +54,21 @@ def dense_adjacency(edge_index: np.ndarray, n: int) -> torch.Tensor:
     return a
 
 
+def dense_features(edges: np.ndarray, n: int) -> np.ndarray:
+    """``(N, N, 3)`` float64 ``[CN, AA, RA]`` of every pair, from the dense adjacency."""
+    a = dense_adjacency(edges, n).numpy()
+    k = a.sum(1)
+    inv_log = np.where(k > 1, 1 / np.log(np.maximum(k, 2)), 0.0)
+    return np.stack([a @ a, a @ np.diag(inv_log) @ a, a @ np.diag(1 / np.maximum(k, 1)) @ a], -1)
+
+
+def dense_structure(edges, n, weights) -> np.ndarray:
+    """``(N, N)`` ``w . log(1 + phi)`` (gaescale.structure's part of the logit), 0 on the diagonal."""
+    g = np.log1p(dense_features(edges, n)) @ np.asarray(weights, np.float64)
+    np.fill_diagonal(g, 0.0)
+    return g
+
+
 def brute_force_ranks(scores: np.ndarray, pos: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Rank of each ``(u, v)`` from ``u`` among all ``w`` but ``u``, ``v`` and the ``known[u]`` row."""
     ranks = []

@@ -76,6 +76,14 @@ class TrainConfig:
                                 "degree need not live in z), inner (sigmoid(z_i . z_j)) or hadamard (an MLP of "
                                 "z_i * z_j, 64 hidden units; --dense sampled only; topk cannot rank with it)", "choice",
                         section="model", choices=("bias", "inner", "hadamard"))
+    structure: str = _opt("auto", "a learnt structural part w . log(1 + [common neighbours, Adamic-Adar, resource "
+                                  "allocation]) of the pair on the training graph, added to the logit (w >= 0; "
+                                  "docs/losses.md): on, off, or auto (on for an undirected graph trained full batch "
+                                  "by one process with the bias or inner decoder)", "choice", section="model",
+                          choices=("auto", "on", "off"))
+    hard_negatives: float = _opt(0.0, "with the structural part, the weight of a hard-negative term: the mean l0 of "
+                                      "a pool of two-hop non-edges (as many as the training edges; 0: none)",
+                                 "float>=0", section="model")
     hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none (default: none "
                                       "for linear, 32 for gcn and sage)", "ints", section="model")
     dim: int | None = _opt(None, "embedding dimension d, the last layer's width (default: 64 for linear, 16 for gcn "
@@ -126,8 +134,12 @@ class TrainConfig:
     val_fraction: float = _opt(0.05, "fraction of edges held out for validation", "float[0,1)", section="evaluation")
     test_fraction: float = _opt(0.10, "fraction of edges held out for testing", "float[0,1)", section="evaluation")
     eval_every: int = _opt(1, "evaluate validation AUC/AP every this many epochs", "int>=1", section="evaluation")
-    patience: int = _opt(20, "stop after this many evaluations without a better validation AUC (0: never)",
-                         "int>=0", section="evaluation")
+    patience: int = _opt(20, "stop after this many evaluations without a better validation score (--select; 0: "
+                             "never)", "int>=0", section="evaluation")
+    select: str = _opt("auto", "what selects the kept weights and counts --patience: auc (validation AUC), mrr "
+                               "(the filtered MRR of up to 500 validation edges, each ranked against every node), "
+                               "or auto (mrr with the structural part, else auc)", "choice", section="evaluation",
+                       choices=("auto", "auc", "mrr"))
     warmup: int | None = _opt(None, "epochs trained before validation may select the kept weights or count against "
                                     "--patience (default: a quarter of --epochs, at most 50): an untrained model's "
                                     "validation AUC is often high, dips, then climbs back", "int>=0",
@@ -180,6 +192,15 @@ class TrainConfig:
         if self.decoder == "hadamard" and self.dense != "sampled":
             raise ParameterError("dense", "train", "'sampled' with decoder='hadamard' (an MLP of z_i * z_j has no "
                                                    "streamed all-pairs form)", self.dense)
+        if self.structure == "on" and (self.decoder == "hadamard" or self.directed
+                                       or self.strategy not in ("full", "auto")):
+            why = ("decoder='hadamard'" if self.decoder == "hadamard" else "directed=True" if self.directed
+                   else f"strategy='{self.strategy}'")
+            raise ParameterError("structure", "train", "'off' or 'auto' with " + why + " (the structural part needs "
+                                 "an undirected graph, a bilinear decoder and full-batch training)", self.structure)
+        if self.hard_negatives and self.structure == "off":
+            raise ParameterError("hard_negatives", "train", "0 with structure='off' (the two-hop negatives train the "
+                                                            "structural part)", self.hard_negatives)
         if self.strategy == "neighbor" and self.dense != "sampled":
             raise ParameterError("dense", "train", "'sampled' with strategy='neighbor' (a link mini-batch sees "
                                                    "only its own nodes' embeddings)", self.dense)

@@ -193,7 +193,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
                         neg_ratio: float = 1.0, edges: str = "undirected", block_size: int | None = None,
                         memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None,
                         metric: Tensor | None = None, decoder: Callable | None = None,
-                        edge_weight: Tensor | None = None) -> Tensor:
+                        edge_weight: Tensor | None = None, edge_offset: Tensor | None = None,
+                        dense_offset: tuple[Tensor, Tensor, Tensor] | None = None) -> Tensor:
     """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
 
     ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
@@ -208,7 +209,14 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     :class:`gaescale.models.HadamardMLP`) replaces the inner product; it needs ``dense='sampled'``.
     ``edge_weight: (E,)`` (or the weights of a :class:`PairIndex`): a weighted graph, whose edge ``(i, j)`` of
     weight ``w`` has the target ``a_ij = w`` for the MSE kinds (``(sigmoid(s) - w)^2``, ``(w - s)^2``) and its BCE
-    term ``w * l1(s)``; all weights 1 give the unweighted loss. Returns a scalar tensor.
+    term ``w * l1(s)``; all weights 1 give the unweighted loss.
+
+    A logit with an offset ``g_ij`` (the structural part of :mod:`gaescale.structure`, 0 but on a sparse set ``T``
+    of pairs): ``edge_offset: (E,)`` (in the order of the :class:`PairIndex`'s ``pairs()``) is ``g`` on the edges,
+    and ``dense_offset = (pairs: (2, P), g: (P,), weight: (P,))`` the pairs of ``T`` (or an importance-weighted
+    sample of them) with theirs. The loss is then the same identity of the whole logits ``s + g``: the dense term
+    ``sum over all pairs of l0(s_ij)`` (sampled or exact, as without offsets) plus ``sum over T of
+    weight * (l0(s + g) - l0(s))``, the edge term on ``s + g``. Returns a scalar tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
@@ -225,7 +233,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
         edge_index = as_pair_index(edge_index, n, edge_weight)
     with torch.autocast(z.device.type, enabled=False):  # losses run in float32 under mixed precision
         return _reconstruction_loss(full_precision(z), edge_index, n, kind, dense, weighting, num_samples, neg_ratio,
-                                    edges, block_size, memory_budget, generator, metric, decoder)
+                                    edges, block_size, memory_budget, generator, metric, decoder, edge_offset,
+                                    dense_offset)
 
 
 def default_num_samples(num_edge_pairs: int, neg_ratio: float) -> int:
@@ -240,7 +249,8 @@ def full_precision(t: Tensor) -> Tensor:
 
 
 def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,
-                         memory_budget, generator, metric=None, decoder=None) -> Tensor:
+                         memory_budget, generator, metric=None, decoder=None, edge_offset=None,
+                         dense_offset=None) -> Tensor:
     loss, weighting = resolve_kind(kind, weighting)
     pairs = as_pair_index(edge_index, n).to(z.device)
     # An undirected edge stands for two ordered pairs, a self loop for one.
@@ -256,6 +266,8 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
     if metric is not None:
         metric = metric.to(z.device, z.dtype)
     s = pairs.logits(z, metric) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
+    if edge_offset is not None:
+        s = s + edge_offset.to(s.dtype)
     l1 = loss.l1(s) if pairs.weights is None else loss.l1w(s, pairs.weights.to(s.dtype))
     per_pair = w1 * l1 - w0 * loss.l0(s)
     edge = per_pair.sum() * (2 if edges == "undirected" else 1)
@@ -267,7 +279,17 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
     else:  # the sampled estimate of the dense term, through the decoder
         drawn = PairIndex.uniform(n, num_samples, generator).to(z.device).pairs()
         d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
+    if dense_offset is not None:  # sum over T of l0(s + g) - l0(s): the dense term of the whole logits
+        at, g, weight = (t.to(z.device) for t in dense_offset)
+        e = _logits_of(z, at, metric)
+        d = d + (weight.to(e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
     return w0 * d + edge
+
+
+def _logits_of(z: Tensor, pairs: Tensor, metric: Tensor | None) -> Tensor:
+    """``(P,)`` the bilinear logits of ``pairs: (2, P)``, in their order."""
+    zu = z[pairs[0]] if metric is None else z[pairs[0]] * metric
+    return (zu * z[pairs[1]]).sum(-1)
 
 
 def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:

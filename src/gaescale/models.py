@@ -14,7 +14,8 @@ from torch import nn
 
 from .devices import index_on
 from .graph import Graph
-from .losses import full_precision, reconstruction_loss
+from .losses import full_precision, reconstruction_loss, resolve_kind
+from .structure import StructuralPart
 
 
 def decode(z: torch.Tensor, pairs: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
@@ -76,9 +77,14 @@ class GAE(nn.Module):
     :meth:`metric` its signs, which every logit of ``z'`` is computed with.
     """
 
-    def __init__(self, encoder: nn.Module, *, node_bias: int | None = None, pair_decoder: nn.Module | None = None):
+    def __init__(self, encoder: nn.Module, *, node_bias: int | None = None, pair_decoder: nn.Module | None = None,
+                 structure: StructuralPart | None = None):
         super().__init__()
         self.encoder = encoder
+        if structure is not None and pair_decoder is not None:
+            raise ValueError("The 'structure' parameter of GAE must be None with a pair_decoder (the structural part "
+                             "is added to a bilinear logit). Got a StructuralPart instead.")
+        self.structure = structure  # w . phi(u, v) added to the logit (gaescale.structure); None: no structural part
         if node_bias is not None and pair_decoder is not None:
             raise ValueError("The 'pair_decoder' parameter of GAE must be None with node_bias (one decoder). "
                              f"Got {type(pair_decoder).__name__} instead.")
@@ -134,10 +140,37 @@ class GAE(nn.Module):
         """Edge probabilities ``(B,)`` for ``pairs: (2, B)``."""
         return torch.sigmoid(self.logits(z, pairs))
 
-    def loss(self, z: torch.Tensor, edge_index: torch.Tensor, **kwargs) -> torch.Tensor:
-        """The reconstruction loss (:func:`gaescale.losses.reconstruction_loss`) of ``z`` on ``edge_index: (2, E)``."""
-        return reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), decoder=self.pair_decoder,
-                                   **kwargs)
+    def param_groups(self, lr: float) -> list[dict]:
+        """Adam's parameter groups: the structural part's weights at ``StructuralPart.lr_scale`` times ``lr``."""
+        if self.structure is None:
+            return [{"params": list(self.parameters())}]
+        own = {id(p) for p in self.structure.parameters()}
+        return [{"params": [p for p in self.parameters() if id(p) not in own]},
+                {"params": list(self.structure.parameters()), "lr": lr * self.structure.lr_scale}]
+
+    def loss(self, z: torch.Tensor, edge_index: torch.Tensor, *, two_hop=None, **kwargs) -> torch.Tensor:
+        """The reconstruction loss (:func:`gaescale.losses.reconstruction_loss`) of ``z`` on ``edge_index: (2, E)``.
+
+        With the structural part, ``two_hop`` (:class:`gaescale.structure.TwoHop` of the training graph): the same
+        identity of the whole logits ``s + w . phi``, the edges' through ``edge_offset`` and the all-pairs term's
+        through its two-hop pairs (``dense_offset``, where ``phi`` is not 0), plus ``two_hop.weight`` times the mean
+        ``l0`` of the whole logits of the pool's two-hop non-edges (the hard negatives)."""
+        if self.structure is None or two_hop is None:
+            if self.structure is not None:
+                raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.TwoHop) in its loss")
+            return reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), decoder=self.pair_decoder,
+                                       **kwargs)
+        pairs = edge_index
+        offset = self.structure(two_hop.phi_of(pairs).to(z.device))
+        pool = (two_hop.pool, self.structure(two_hop.pool_phi.to(z.device)), two_hop.pool_weight)
+        value = reconstruction_loss(z, pairs, z.shape[0], metric=self.metric(z), edge_offset=offset,
+                                    dense_offset=pool, **kwargs)
+        if two_hop.weight and two_hop.negatives.shape[1]:
+            neg = two_hop.negatives.to(z.device)
+            s = decode(full_precision(z), neg, self.metric(z)) + self.structure(two_hop.negatives_phi.to(z.device))
+            pair_loss = resolve_kind(kwargs.get("kind", "bce"), kwargs.get("weighting"))[0]
+            value = value + two_hop.weight * pair_loss.l0(s).mean()
+        return value
 
 
 class VGAE(GAE):

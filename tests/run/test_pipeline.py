@@ -1,4 +1,6 @@
 """End to end through the Python API (the CLI runs the same code path)."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -25,9 +27,12 @@ def test_training_is_reproducible_and_learns(tmp_path):
     assert r1.metrics["test_auc"] > 0.75  # communities make links predictable; chance is 0.5
     hist = r1.metrics["history"]
     assert hist[-1]["loss"] < hist[0]["loss"]
-    # the best validation weights after the warm-up (default: epochs // 4 = 7) are the ones kept
-    after = [h for h in hist if "val_auc" in h and h["epoch"] > 7]
-    best = max(after, key=lambda h: h["val_auc"])
+    # the best validation weights after the warm-up (default: epochs // 4 = 7) are the ones kept; with the
+    # structural part (on by default here) they are selected on the validation ranking (select auto: mrr)
+    assert r1.metrics["structure_weights"]
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["select"] == "mrr"
+    after = [h for h in hist if "val_mrr" in h and h["epoch"] > 7]
+    best = max(after, key=lambda h: h["val_mrr"])
     assert r1.metrics["best_epoch"] == best["epoch"] > 7
     assert r1.metrics["val_auc"] == pytest.approx(best["val_auc"], abs=1e-9)
     assert np.array_equal(np.load(tmp_path / "a" / "embeddings.npy"), r1.embeddings)
@@ -92,11 +97,14 @@ def test_every_run_scores_the_heuristics_on_its_own_test_split():
     assert set(got) == {"adamic_adar", "common_neighbours", "degree_product"}
     for name, scores in expected.items():
         assert got[name]["auc"] == pytest.approx(scores["auc"]) and got[name]["ap"] == pytest.approx(scores["ap"])
-    beaten = all(r.metrics["test_auc"] > b["auc"] and r.metrics["test_ap"] > b["ap"] for b in got.values())
-    assert r.metrics["beats_baselines"] is beaten
+    separation = all(r.metrics["test_auc"] > b["auc"] and r.metrics["test_ap"] > b["ap"] for b in got.values())
+    ranking = all(r.metrics[k] > b[k] for b in got.values() for k in ("filtered_mrr", "filtered_hits@10"))
+    assert (r.metrics["beats_baselines_separation"], r.metrics["beats_baselines_ranking"]) == (separation, ranking)
+    assert r.metrics["beats_baselines"] is (separation and ranking)
     line = next(m for m in "\n".join(lines).splitlines() if m.startswith("baselines on the same test split"))
     assert f"Adamic-Adar {got['adamic_adar']['auc']:.4f}" in line
-    assert line.endswith("the embeddings beat all three") is beaten
+    assert ("the embeddings beat all three on AUC/AP" in line) is separation
+    assert line.endswith("they beat all three too") is (separation and ranking)
 
 
 def _scripted_validation(monkeypatch, aucs):
@@ -116,7 +124,7 @@ def test_the_best_validation_epochs_weights_are_returned_not_the_last(monkeypatc
     from gaescale.models import split_bias
     seen = _scripted_validation(monkeypatch, [0.6, 0.7, 0.9, 0.8, 0.7, 0.75, 0.6, 0.65])  # best: epoch 3 of 8
     r = gaescale.train(data=community_graph(400, 1600, seed=1), hidden="8", dim=4, epochs=8, warmup=0, patience=0,
-                       lr=0.05, quiet=True)
+                       lr=0.05, quiet=True, select="auc")
     assert len(seen) == 8 and r.metrics["best_epoch"] == 3 and not r.metrics["stopped_early"]
     best, last = split_bias(seen[2]), split_bias(seen[-1])
     assert not torch.equal(best[0], last[0])  # training moved the weights after epoch 3
@@ -126,7 +134,7 @@ def test_the_best_validation_epochs_weights_are_returned_not_the_last(monkeypatc
 
 # Evaluated every 2 epochs with a warm-up of 4: epochs 2 and 4 (0.99, 0.95) may neither be kept nor count;
 # epoch 8 is the best after it, and 10, 12, 14 are three evaluations without a better one.
-PATIENCE_RUN = dict(hidden="8", dim=4, eval_every=2, warmup=4, patience=3, quiet=True, report=False)
+PATIENCE_RUN = dict(hidden="8", dim=4, eval_every=2, warmup=4, patience=3, quiet=True, report=False, select="auc")
 PATIENCE_AUCS = [0.99, 0.95, 0.80, 0.85, 0.84, 0.83, 0.82, 0.81]
 
 

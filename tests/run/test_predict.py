@@ -8,15 +8,18 @@ import pytest
 import torch
 
 import gaescale
+from conftest import dense_structure
 from gaescale.graph import Graph
 from gaescale.models import bias_metric, with_bias
 from gaescale.run.predict import score_pairs, top_k, topk_links
 
 
-def _brute(z, k, exclude=None, queries=None, bias=None):
+def _brute(z, k, exclude=None, queries=None, bias=None, structure=None):
     s = z.astype(np.float64) @ z.T.astype(np.float64)
     if bias is not None:
         s += bias[:, None].astype(np.float64) + bias[None, :]
+    if structure is not None:  # (N, N) the structural part of the logit
+        s += structure
     np.fill_diagonal(s, -np.inf)
     if exclude is not None:
         s[exclude.adjacency().toarray() > 0] = -np.inf
@@ -87,13 +90,19 @@ def test_topk_cli_keyed_by_ids_and_matches_brute_force(run, tmp_path):
     z, bias = np.load(run / "embeddings.npy"), np.load(run / "node_bias.npy")  # the default decoder: bias
     with np.load(run / "graph.npz") as g:
         graph = Graph(g["indptr"], g["indices"], len(ids))
-    rv, ri = _brute(z, 5, graph, bias=bias)
+    rv, ri = _brute(z, 5, graph, bias=bias, structure=_dense_structure(run, graph))
     assert len(t) == 120 * 5 and list(t.columns) == ["node", "rank", "candidate", "score", "probability"]
     assert (t["node"].to_numpy() == np.repeat(ids, 5)).all() and (
         t["rank"].to_numpy() == np.tile(np.arange(1, 6), 120)).all()
     np.testing.assert_allclose(t["score"].to_numpy(), rv.ravel(), rtol=1e-5, atol=1e-6)
     assert (t["candidate"].to_numpy() == ids[ri.ravel()]).mean() > 0.99
     np.testing.assert_allclose(t["probability"], 1 / (1 + np.exp(-t["score"])), rtol=1e-6)
+
+
+def _dense_structure(run, graph: Graph) -> np.ndarray:
+    """The default run's structural part on its whole graph (graph.npz), densely, with model.pt's weights."""
+    theta = torch.load(run / "model.pt", weights_only=True)["state_dict"]["structure.theta"]
+    return dense_structure(graph.edge_index(), graph.num_nodes, torch.nn.functional.softplus(theta).double().numpy())
 
 
 def test_topk_of_chosen_nodes_and_tsv(run, tmp_path):
@@ -109,7 +118,10 @@ def test_score_from_file_and_stdin(run, tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(f"source\ttarget\n# a comment\n{ids[3]}\t{ids[9]}\n\n{ids[0]}\t{ids[1]}\n")
     t = score_pairs(run, str(pairs))
-    expect = [float(z[3] @ z[9] + b[3] + b[9]), float(z[0] @ z[1] + b[0] + b[1])]
+    with np.load(run / "graph.npz") as g:
+        g_s = _dense_structure(run, Graph(g["indptr"], g["indices"], len(ids)))
+    expect = [float(z[3] @ z[9] + b[3] + b[9] + g_s[3, 9]), float(z[0] @ z[1] + b[0] + b[1] + g_s[0, 1])]
+    assert g_s.max() > 0  # the run has a structural part that counts
     np.testing.assert_allclose(t["score"], expect, rtol=1e-5)
     r = subprocess.run([sys.executable, "-m", "gaescale", "score", str(run), "-"], input=f"{ids[3]} {ids[9]}\n",
                        capture_output=True, text=True)

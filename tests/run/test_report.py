@@ -7,10 +7,13 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+import torch
 from sklearn.metrics import roc_auc_score
 
+from conftest import dense_structure
 from gaescale import community_graph, train
 from gaescale.errors import ParameterError, RunDirError
+from gaescale.graph import Graph
 from gaescale.run.report import degree_buckets, write_report
 
 PLOTS = ("loss.png", "validation.png", "scores.png", "degree_auc.png", "pca.png")
@@ -87,6 +90,14 @@ def test_degree_bucket_auc_matches_an_independent_computation(run_dir, report):
     if (run_dir / "node_bias.npy").is_file():  # the default decoder: z_u . z_v + b_u + b_v
         bias = np.load(run_dir / "node_bias.npy").astype(np.float64)
         scores += bias[pairs[0]] + bias[pairs[1]]
+    # the default structural part, on the graph the run trained on (graph.npz less the held-out edges)
+    with np.load(run_dir / "graph.npz") as g, np.load(run_dir / "heldout.npz") as h:
+        full = {tuple(e) for e in Graph(g["indptr"], g["indices"], degree.size).edge_index().T.tolist()}
+        held = {tuple(sorted(e)) for e in np.concatenate([h["val_pos"], h["test_pos"]], 1).T.tolist()}
+    kept = np.array(sorted(full - held)).T
+    theta = torch.load(run_dir / "model.pt", weights_only=True)["state_dict"]["structure.theta"]
+    scores += dense_structure(kept, degree.size, torch.nn.functional.softplus(theta).double().numpy())[pairs[0],
+                                                                                                     pairs[1]]
     low = np.minimum(degree[pairs[0]], degree[pairs[1]])
     bucket = np.where(low == 0, 0, np.floor(np.log2(np.maximum(low, 1))).astype(int) + 1)
     assert sum(b["pairs"] for b in rep["degree_buckets"]) == pairs.shape[1]

@@ -18,7 +18,7 @@ from ..parallel.runtime import Local
 from ..run.memory import peak_rss_bytes
 from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, _start
 from ..training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
-from ..training.heldout import baseline_metrics, not_beaten
+from ..training.heldout import baseline_metrics, verdict
 from ..training.strategies import FullBatch, weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
@@ -183,8 +183,7 @@ def directed_metrics(z: torch.Tensor, graph: DiGraph, split: DirectedSplit, trai
     m.update(filtered_ranking(zs, split.test_pos, [graph.out], seed=seed, targets=zt))
     m["reverse_auc"], m["reverse_pairs"] = reverse_auc(lambda p: pair_scores(z, p, **how), graph, split.test_pos)
     m["baselines"] = directed_baselines(train_graph, graph, split, seed)
-    lost = not_beaten(m)
-    m["beats_baselines"] = None if lost is None else not lost
+    m.update(verdict(m))
     return m
 
 

@@ -145,6 +145,9 @@ def build_index(run, out, *, kind: str = "auto", log=None) -> dict:
     atomic_write(out, lambda fh: np.savez(fh, meta=np.frombuffer(head, np.uint8), index=blob))
     if log:
         log(f"wrote {out}: {params['kind']} index of {n:,} nodes (d = {d}, decoder {decoder}) in {seconds:.1f}s")
+        if (run.path / "config.json").is_file() and run.config().get("structure") == "on":
+            log("the index approximates the embeddings' part of the logit; topk --index adds the structural part "
+                "(common neighbours, Adamic-Adar, resource allocation) of each node's two-hop candidates exactly")
     return meta
 
 

@@ -28,9 +28,17 @@ from ..parallel.placement import Placement, place
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
 from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, resolve_custom
+from ..structure import FEATURES, StructuralPart, StructuralScores, TwoHop
 from ..training.checkpoint import Checkpointer
-from ..training.evaluate import link_scores
-from ..training.heldout import baseline_metrics, baseline_summary, not_beaten, test_metrics
+from ..training.evaluate import filtered_ranking, link_scores
+from ..training.heldout import (
+    baseline_metrics,
+    baseline_summary,
+    known_edges,
+    test_metrics,
+    validation_ranking,
+    verdict,
+)
 from ..training.selection import selection_note
 from ..training.strategies import weighted_pairs
 from ..training.tracker import open_tracker
@@ -65,7 +73,8 @@ def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int, custom=
         custom = encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout)
     return (VGAE if config.variational else GAE)(custom,
                                                   node_bias=num_nodes if config.decoder == "bias" else None,
-                                                  pair_decoder=pair_decoder)
+                                                  pair_decoder=pair_decoder,
+                                                  structure=StructuralPart() if config.structure == "on" else None)
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
@@ -107,6 +116,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
         log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
     strategy_name = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
                                      prepared=inputs.prepared is not None, device=device, runtime=rt)
+    config = resolve_structure(config, strategy_name, rt, prepared=inputs.prepared is not None)
     placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
                    device=device, log=log)
     csr = (graph.indptr, graph.indices) if rt.is_main else None  # for graph.npz (topk --exclude-existing, the report)
@@ -148,6 +158,30 @@ def _check_custom(custom, config: TrainConfig, rt: Local, *, prepared: bool) -> 
     check_custom_encoder(custom, config, rt, prepared=prepared)
 
 
+def resolve_structure(config: TrainConfig, strategy: str, rt: Local, *, prepared: bool) -> TrainConfig:
+    """``config`` with ``structure`` and ``select`` decided for this run: ``structure='auto'`` is on for an
+    undirected graph read into memory, trained full batch by one process with a bilinear decoder (what its exact
+    training and ranking need, :mod:`gaescale.structure`); ``select='auto'`` is ``mrr`` with it, else ``auc``."""
+    fits = strategy == "full" and rt.world_size == 1 and not prepared and config.decoder != "hadamard"
+    if config.structure == "on" and not fits:
+        why = (f"strategy '{strategy}'" if strategy != "full" else f"{rt.world_size} processes" if rt.world_size > 1
+               else "a prepared (memory-mapped) graph")
+        raise ParameterError("structure", "train", f"'off' or 'auto' with {why} (the structural part needs one "
+                                                   "process training a graph in memory full batch)", "on")
+    structure = config.structure if config.structure != "auto" else ("on" if fits else "off")
+    select = config.select if config.select != "auto" else ("mrr" if structure == "on" else "auc")
+    if config.hard_negatives and structure == "off":
+        raise ParameterError("hard_negatives", "train", "0 where the structural part is off", config.hard_negatives)
+    return config.with_options(structure=structure, select=select)
+
+
+def _selects(config: TrainConfig, model: GAE) -> str:
+    """What selects the kept weights: ``config.select``, ``auto`` read as :func:`resolve_structure` resolves it."""
+    if config.select != "auto":
+        return config.select
+    return "mrr" if model.structure is not None else "auc"
+
+
 @dataclass
 class _Sizes:
     """What the steps after reading need to know of the graph (which is let go once it is split)."""
@@ -169,6 +203,7 @@ class _Fitted:
     block: int | None
     embed_seconds: float
     memory: dict[str, Any]
+    features: Any = None  # the training graph's pair features (gaescale.structure) of a model with a structural part
 
 
 def _config(config: TrainConfig | None, options: dict) -> TrainConfig:
@@ -219,6 +254,11 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
     else:
         embed = lambda: embed_sharded(model, shards, block=block)  # noqa: E731
     has_val = rt.is_main and placed.split.val_pos.shape[1] > 0
+    two_hop = None
+    if model.structure is not None:  # the pair features of the training pairs, and the hard negatives, once
+        two_hop = TwoHop(train_graph, pool_size=placed.split.num_train, weight=config.hard_negatives, seed=config.seed)
+    val_rank = (validation_ranking(train_graph, placed.split, seed=config.seed)
+                if has_val and _selects(config, model) == "mrr" else None)
     memory = {"setup_peak_rss_bytes": peak_rss_bytes()}  # reading, graph and split; training's own peak apart
     phase_measured = reset_peak_rss()
     memory["training_start_rss_bytes"] = rss_bytes()  # what training starts from: graph, split, features, model
@@ -230,10 +270,11 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
                      epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
                      patience=config.patience, warmup=config.warmup_epochs, progress=not config.quiet and rt.is_main,
                      loss_kwargs=dict(kind=config.loss, dense=config.dense, weighting=config.weighting,
-                                      neg_ratio=config.neg_ratio),
+                                      neg_ratio=config.neg_ratio, **({"two_hop": two_hop} if two_hop else {})),
                      checkpointer=checkpointer if rt.is_main else None, resume=resume, strategy=strategy,
                      time_limit=config.time_limit, embed=embed if rt.is_main or shards is not None else None,
-                     embed_collective=shards is not None, precision=config.precision, runtime=rt, on_epoch=on_epoch)
+                     embed_collective=shards is not None, precision=config.precision, runtime=rt, on_epoch=on_epoch,
+                     select=_selects(config, model), val_rank=val_rank, structure=two_hop and two_hop.features)
         memory["training_peak_rss_bytes"] = peak_rss_bytes() if phase_measured else None
         t = time.perf_counter()
         z = None
@@ -243,26 +284,33 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
     if shards is None and rt.is_main:
         t = time.perf_counter()
         z = model.embed(x, train_graph, block=block).cpu()
-    return _Fitted(result, z, block, time.perf_counter() - t, memory)
+    return _Fitted(result, z, block, time.perf_counter() - t, memory, two_hop and two_hop.features)
 
 
 def _evaluate(config: TrainConfig, model: GAE, placed: Placement, fitted: _Fitted, sizes: _Sizes, log, *,
               test: bool) -> dict[str, Any]:
     """The run's metrics: held-out scores next to the heuristics, training's course, its time and memory."""
     result, split = fitted.result, placed.split
-    note = selection_note(result.history, result.best_epoch, config.warmup_epochs)
+    note = selection_note(result.history, result.best_epoch, config.warmup_epochs, f"val_{_selects(config, model)}")
     if note:
         log(note)
     if fitted.block:
         log(f"embedded {sizes.num_nodes:,} nodes layer by layer, {fitted.block:,} rows at a time"
             f"{', each of the processes its own' if placed.shards is not None else ''} [{fitted.embed_seconds:.1f}s]")
     train_graph = placed.train_graph if placed.shards is None else None
+    structure = None if model.structure is None else StructuralScores(fitted.features, model.structure.weights)
+    before = peak_rss_bytes()  # training's and embedding's; evaluation's own peak is measured apart
+    evaluation_measured = reset_peak_rss()
     metrics = _heldout_metrics(fitted.z, split, train_graph, split.val_pos.shape[1] > 0, config.seed, log, test=test,
-                               how=dict(metric=model.metric(fitted.z), decoder=_on_cpu(model.pair_decoder)))
-    memory = fitted.memory
+                               how=dict(metric=model.metric(fitted.z), decoder=_on_cpu(model.pair_decoder),
+                                        structure=structure))
+    if structure is not None:
+        metrics["structure_weights"] = dict(zip(FEATURES, structure.weights.tolist()))
+    memory = dict(fitted.memory, evaluation_peak_rss_bytes=peak_rss_bytes() if evaluation_measured else None,
+                  before_evaluation_peak_rss_bytes=before)
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
                    seconds_per_epoch=result.seconds_per_epoch, embed_seconds=fitted.embed_seconds,
-                   peak_rss_bytes=max(memory["setup_peak_rss_bytes"], peak_rss_bytes()), **memory,
+                   peak_rss_bytes=max(memory["setup_peak_rss_bytes"], before, peak_rss_bytes()), **memory,
                    strategy=sizes.strategy, num_nodes=sizes.num_nodes, num_edges=sizes.num_edges,
                    train_edges=split.num_train, prepared=None if sizes.prepared is None else str(sizes.prepared),
                    torch_threads=torch.get_num_threads(), history=result.history)
@@ -275,7 +323,7 @@ def _finish(config: TrainConfig, model: GAE, inputs, csr, split, fitted: _Fitted
     embeddings, bias = embeddings_and_bias(model, fitted.z)
     if out is not None:
         write_run(out, config, model, inputs, csr, split, embeddings, bias, sizes.num_features, sizes.num_nodes)
-        metrics["peak_rss_bytes"] = max(metrics["setup_peak_rss_bytes"], peak_rss_bytes())
+        metrics["peak_rss_bytes"] = max(metrics["peak_rss_bytes"], peak_rss_bytes())
         write_json(out / "metrics.json", metrics)
         if config.report:
             from .report import write_report
@@ -314,9 +362,12 @@ def _heldout_metrics(z: torch.Tensor, split, train_graph: Graph | None, has_val:
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, **(how or {}))
     if test and split.test_pos.shape[1]:
         metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, **(how or {})))
+        if (how or {}).get("structure") is not None and train_graph is not None:  # the structural part's share
+            alone = {**how, "structure": None}
+            metrics["embeddings_only"] = filtered_ranking(z, split.test_pos, known_edges(train_graph, split),
+                                                          seed=seed, **alone)
         metrics["baselines"] = _baselines(train_graph, split, log, seed)
-        lost = not_beaten(metrics)
-        metrics["beats_baselines"] = None if lost is None else not lost
+        metrics.update(verdict(metrics))
     return metrics
 
 

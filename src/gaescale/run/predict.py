@@ -66,6 +66,43 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
     return scores, nodes
 
 
+def with_two_hop(scores: np.ndarray, nodes: np.ndarray, z, structure, *, queries: np.ndarray | None = None,
+                 exclude: Graph | None = None, metric: torch.Tensor | None = None, batch: int = 2048
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k of the whole logits ``z_q^T M z_v + w . phi(q, v)`` (:mod:`gaescale.structure`) from the top-k of
+    the embeddings' logits alone (``scores, nodes: (Q, k)``, as :func:`top_k` returns them for ``queries``, with the
+    same ``exclude``): exact when those are, since ``w . phi >= 0`` is 0 but on each query's two-hop candidates. A
+    node outside them that the embeddings' top-k leaves out is beaten by k nodes whose whole scores are at least
+    their embeddings' scores; so the whole top-k lies in the embeddings' top-k and the two-hop candidates, each
+    scored whole. Memory: a batch's two-hop candidates (:meth:`gaescale.structure.StructuralScores.batches`)."""
+    z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
+    zq = query_side(z, metric)
+    n, k = z.shape[0], scores.shape[1]
+    q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
+    out_s, out_n = scores.copy(), nodes.copy()
+    for part in structure.batches(q_all, batch):
+        q = q_all[part]
+        rows, cand, extra = structure.candidates(q)
+        if exclude is not None:  # the queries' known neighbours are no candidates
+            r2, n2 = neighbour_pairs(exclude, q)
+            keep = ~np.isin(rows * n + cand, np.asarray(r2, np.int64) * n + n2)
+            rows, cand, extra = rows[keep], cand[keep], extra[keep]
+        whole = (zq[torch.from_numpy(q[rows])].double() * z[torch.from_numpy(cand)].double()).sum(1).numpy() + extra
+        er = np.repeat(np.arange(q.size, dtype=np.int64), k)
+        en, es = nodes[part].ravel(), scores[part].ravel().astype(np.float64)
+        alone = (en >= 0) & ~np.isin(er * n + en, rows * n + cand)  # a candidate's whole score replaces its own
+        r, c, v = np.r_[rows, er[alone]], np.r_[cand, en[alone]], np.r_[whole, es[alone]]
+        order = np.lexsort((c, -v, r))  # by query, best first (ties by node index)
+        r, c, v = r[order], c[order], v[order]
+        rank = np.arange(r.size) - np.searchsorted(r, r)
+        top = rank < k
+        block_s = np.full((q.size, k), -np.inf, np.float32)
+        block_n = np.full((q.size, k), -1, np.int64)
+        block_s[r[top], rank[top]], block_n[r[top], rank[top]] = v[top], c[top]
+        out_s[part], out_n[part] = block_s, block_n
+    return out_s, out_n
+
+
 def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats=None):
     """Blocks of ``zs`` (sorted by decreasing norm) against the queries ``qv: (b, d)``, pruned by the
     length bound; excluded ``(row, position)`` pairs get ``-inf``. Returns ``(b, k)`` values and positions."""
@@ -188,6 +225,10 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     else:
         z, metric, targets = run.ranking_form()  # directed: z_s of the queries against z_t of the candidates
         scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric, targets=targets)
+    structure = run.structure_scores()
+    if structure is not None:  # the structural part: its two-hop candidates, merged (exact when the scan was)
+        z, metric = run.logits_form()
+        scores, cand = with_two_hop(scores, cand, z, structure, queries=queries, exclude=graph, metric=metric)
     q = np.arange(run.embeddings.shape[0]) if queries is None else queries
     ok = cand >= 0
     ids = run.node_ids
@@ -201,7 +242,8 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
 
 
 def score_pairs(run, pairs: str, *, out=None) -> dict:
-    """``gaescale score``: ``sigmoid(z_u . z_v)`` of the id pairs in the file ``pairs`` (``-``: stdin).
+    """``gaescale score``: the probabilities ``sigmoid(s_uv)`` (the run's logit: ``z_u . z_v``, plus the biases and the
+    structural part where the run has them) of the id pairs in the file ``pairs`` (``-``: stdin).
     Writes a table (``source, target, score, probability``) to ``out`` or, without it, returns it."""
     from ..training.evaluate import pair_scores
     from .rundir import Run
@@ -213,7 +255,7 @@ def score_pairs(run, pairs: str, *, out=None) -> dict:
     rows = np.stack([run.rows(src, name, line_of=line_of, field="source"),
                      run.rows(dst, name, line_of=line_of, field="target")])
     z, metric = run.logits_form()
-    s = pair_scores(z, rows, metric=metric, decoder=run.pair_decoder())
+    s = pair_scores(z, rows, metric=metric, decoder=run.pair_decoder(), structure=run.structure_scores())
     table = {"source": np.array(src, dtype=object), "target": np.array(dst, dtype=object), "score": s,
              "probability": 1.0 / (1.0 + np.exp(-s))}
     if out is not None:

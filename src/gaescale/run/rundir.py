@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from .._version import __version__
@@ -177,6 +178,34 @@ class Run:
             indptr, indices = g["indptr"], g["indices"]
             data = g["data"] if "data" in g.files else None  # a weighted graph's edge weights
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1), data=data)
+
+    def training_graph(self) -> Graph:
+        """The graph the run trained on: :meth:`graph` less the held-out validation and test edges (heldout.npz)."""
+        graph, held = self.graph(), self.heldout()
+        drop = np.concatenate([held.get("val_pos", np.empty((2, 0), np.int64)),
+                               held.get("test_pos", np.empty((2, 0), np.int64))], axis=1)
+        if not drop.shape[1]:
+            return graph
+        adj = graph.adjacency()
+        gone = sp.csr_matrix((np.ones(2 * drop.shape[1]), (np.r_[drop[0], drop[1]], np.r_[drop[1], drop[0]])),
+                             shape=adj.shape)
+        kept = sp.triu(adj - adj.multiply(gone > 0), k=1).tocoo()
+        return Graph.from_edge_index(np.stack([kept.row, kept.col]).astype(np.int64), graph.num_nodes, canonical=True)
+
+    def structure_scores(self, *, training: bool = False):
+        """The structural part of a ``--structure on`` run (:class:`gaescale.structure.StructuralScores`: its trained
+        weights from model.pt on the run's whole graph, or with ``training`` on the graph it trained on, as its
+        held-out metrics were scored), else None."""
+        if not (self.path / "config.json").is_file() or self.config().get("structure") != "on":
+            return None
+        from ..structure import StructuralPart, StructuralScores
+        state = torch.load(self._file("model.pt"), weights_only=True)["state_dict"]
+        if "structure.theta" not in state:
+            raise RunDirError(f"{self.path / 'model.pt'}: holds no structural part, but config.json says "
+                              "structure='on'; the run directory is inconsistent.")
+        part = StructuralPart(int(state["structure.theta"].numel()))
+        part.load_state_dict({"theta": state["structure.theta"]})
+        return StructuralScores(self.training_graph() if training else self.graph(), part.weights)
 
     def heldout(self) -> dict[str, np.ndarray]:
         with np.load(self._file("heldout.npz"), allow_pickle=False) as h:

@@ -11,28 +11,31 @@ from ..models import decode, query_side
 
 
 def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, metric: torch.Tensor | None = None,
-                decoder=None) -> np.ndarray:
+                decoder=None, structure=None) -> np.ndarray:
     """Inner products ``z_u . z_v`` (logits) of ``pairs: (2, P)``, as float64 ``(P,)``, in chunks. Every function
     here takes ``metric: (d,)``, the signs of the logits of a per-node bias decoder, or ``decoder(zu, zv) -> s``,
-    a pair decoder such as :class:`gaescale.models.HadamardMLP` (:mod:`gaescale.models`)."""
+    a pair decoder such as :class:`gaescale.models.HadamardMLP` (:mod:`gaescale.models`), and ``structure``, the
+    structural part of the logit (:class:`gaescale.structure.StructuralScores`), added where given."""
     out = np.empty(pairs.shape[1], np.float64)
     with torch.no_grad():
         for s in range(0, pairs.shape[1], chunk):
             p = index_on(pairs[:, s:s + chunk], z)
             logits = decode(z, p, metric) if decoder is None else decoder(z[p[0]], z[p[1]])
             out[s:s + chunk] = logits.double().cpu().numpy()
+    if structure is not None:
+        out += structure.pairs(pairs[0], pairs[1])
     return out
 
 
 def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None,
-                decoder=None) -> tuple[float, float]:
+                decoder=None, structure=None) -> tuple[float, float]:
     """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
     # imported here, not at the top: scikit-learn (scipy.stats, pandas) takes ~3 s to import, which every
     # process of every command paid, though only the one that evaluates needs it
     from sklearn.metrics import average_precision_score, roc_auc_score
 
-    s = np.concatenate([pair_scores(z, pos, metric=metric, decoder=decoder),
-                        pair_scores(z, neg, metric=metric, decoder=decoder)])
+    how = dict(metric=metric, decoder=decoder, structure=structure)
+    s = np.concatenate([pair_scores(z, pos, **how), pair_scores(z, neg, **how)])
     y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
     return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
 
@@ -50,7 +53,7 @@ def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, ks=(20, 50, 100)) 
 
 def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int = 0,
         chunk: int = 65536, max_positives: int = 100_000, metric: torch.Tensor | None = None,
-        decoder=None) -> dict[str, float]:
+        decoder=None, structure=None) -> dict[str, float]:
     """OGB ``ogbl-citation2`` style: each positive ``(u, v)`` of ``pos: (2, P)`` is ranked against
     ``num_negatives`` pairs ``(u, w)`` with ``w`` uniform over all nodes (unfiltered, as in OGB); ties
     count half (OGB's mean of the optimistic and pessimistic rank). Returns the mean reciprocal rank and
@@ -66,10 +69,12 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
         for s in range(0, pos.shape[1], chunk):
             zu = zq[index_on(pos[0, s:s + chunk], z)]
             score = (lambda zv, zu=zu: (zu * zv).sum(1)) if decoder is None else (lambda zv, zu=zu: decoder(zu, zv))  # noqa: E731
-            p = score(z[index_on(pos[1, s:s + chunk], z)])
+            u = pos[0, s:s + chunk]
+            p = _plus(score(z[index_on(pos[1, s:s + chunk], z)]), structure, u, pos[1, s:s + chunk])
             above = torch.zeros(zu.shape[0], dtype=torch.float64, device=z.device)
             for _ in range(num_negatives):  # one negative per positive at a time: memory O(chunk * d)
-                q = score(z[index_on(rng.integers(0, n, zu.shape[0]), z)])
+                w = rng.integers(0, n, zu.shape[0])
+                q = _plus(score(z[index_on(w, z)]), structure, u, w)
                 above += (q > p).double() + 0.5 * (q == p).double()
             ranks[s:s + chunk] = (1 + above).cpu().numpy()
     res = {"mrr": float(np.mean(1.0 / ranks)), "mrr_positives": int(ranks.size)} if ranks.size else {}
@@ -77,6 +82,13 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
         if ranks.size:
             res[f"mrr_hits@{k}"] = float(np.mean(ranks <= k))
     return res
+
+
+def _plus(scores: torch.Tensor, structure, u: np.ndarray, v: np.ndarray) -> torch.Tensor:
+    """``scores: (b,)`` in float64 plus the structural part of the pairs ``(u, v)`` (unchanged without one)."""
+    if structure is None:
+        return scores
+    return scores.double() + torch.from_numpy(structure.pairs(u, v)).to(scores.device)
 
 
 def sample_positives(pos: np.ndarray, max_positives: int, rng: np.random.Generator) -> np.ndarray:
@@ -138,8 +150,8 @@ def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
 
 def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
                      block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
-                     metric: torch.Tensor | None = None, decoder=None, targets: torch.Tensor | None = None
-                     ) -> dict[str, float]:
+                     metric: torch.Tensor | None = None, decoder=None, targets: torch.Tensor | None = None,
+                     structure=None) -> dict[str, float]:
     """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
 
     Each of at most ``max_positives`` edges ``(u, v)`` (drawn by :func:`sample_positives`) is ranked from ``u``:
@@ -152,7 +164,12 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
     are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed. With a pair
     ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`. ``targets: (N, d)``: the
-    candidates' side, ``s_uw = z_u . targets_w`` (a directed run's ``z_s`` against ``z_t``; default ``z``)."""
+    candidates' side, ``s_uw = z_u . targets_w`` (a directed run's ``z_s`` against ``z_t``; default ``z``).
+
+    ``structure`` (:class:`gaescale.structure.StructuralScores`): ``s_uw`` adds its ``w . phi(u, w) >= 0``, which
+    is 0 but on ``u``'s two-hop candidates. The scan counts the embeddings' logits of every node against the
+    target's whole score; the two-hop candidates' counts are then replaced by those of their whole scores, so the
+    ranking stays exact. The queries are batched so that their candidates fit a fixed budget (hubs included)."""
     pos = sample_positives(np.asarray(pos, np.int64), max_positives, np.random.default_rng(seed))
     if not pos.shape[1]:
         return {}
@@ -170,18 +187,59 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
         order = torch.argsort(norms, descending=True, stable=True)
         zs, bucket_max = z[order], norms[order][::block]
         slack = 8 * d * np.finfo(np.float64).eps * float(norms.max())
-        for s in range(0, pos.shape[1], batch):
-            u, v = pos[0, s:s + batch], pos[1, s:s + batch]
+        for part in _query_batches(pos[0], batch, structure):
+            u, v = pos[0, part], pos[1, part]
             zu = zq[index_on(u, z)]
-            thr = (zu * z[index_on(v, z)]).sum(1)
-            tol = slack * zu.norm(dim=1)
+            thr = _plus((zu * z[index_on(v, z)]).sum(1), structure, u, v)
+            tol = slack * zu.norm(dim=1) + (0.0 if structure is None else 1e-12 * (1.0 + thr.abs()))
             hi, lo = thr + tol, thr - tol
             above, tied = _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats)
+            hi, lo = hi.cpu().numpy(), lo.cpu().numpy()
+            if structure is not None:
+                above, tied = _two_hop_counts(structure, zu, z, u, above, tied, hi, lo)
             rows, nodes = filtered_pairs(lookup, u, v, n)
-            fs = (zu[index_on(rows, z)] * z[index_on(nodes, z)]).sum(1)
-            ranks[s:s + u.size] = filtered_ranks(above, tied, rows, fs.cpu().numpy(), hi.cpu().numpy(),
-                                                 lo.cpu().numpy())
+            fs = _plus((zu[index_on(rows, z)] * z[index_on(nodes, z)]).sum(1), structure, u[rows], nodes)
+            ranks[part] = filtered_ranks(above, tied, rows, fs.cpu().numpy(), hi, lo)
     return ranking_summary(ranks, ks)
+
+
+def _query_batches(queries: np.ndarray, batch: int, structure=None):
+    """Slices of ``queries``, ``batch`` at a time, or as :meth:`gaescale.structure.StructuralScores.batches`."""
+    if structure is not None:
+        yield from structure.batches(queries, batch)
+        return
+    for s in range(0, queries.size, batch):
+        yield slice(s, s + batch)
+
+
+def _two_hop_counts(structure, zu, z, u, above, tied, hi, lo) -> tuple[np.ndarray, np.ndarray]:
+    """``(above, tied)`` of the embeddings' logits, with each two-hop candidate of the queries ``u`` counted by its
+    whole score (the embeddings' logit plus ``w . phi``) instead."""
+    rows, nodes, extra = structure.candidates(u)
+    e = _entry_products(zu, z, rows, nodes)
+    b = u.size
+    for scores, sign in ((e, -1), (e + extra, 1)):
+        a = scores > hi[rows]
+        t = (scores >= lo[rows]) & ~a
+        above = above + sign * np.bincount(rows[a], minlength=b)
+        tied = tied + sign * np.bincount(rows[t], minlength=b)
+    return above, tied
+
+
+def _entry_products(zu: torch.Tensor, z: torch.Tensor, rows: np.ndarray, nodes: np.ndarray,
+                    tile: int = 1 << 18) -> np.ndarray:
+    """``(K,)`` float64 ``zu[rows[i]] . z[nodes[i]]``: dense products of the queries against the distinct nodes,
+    ``tile`` entries at a time (BLAS, instead of gathering K rows of ``z``; never ``(queries, N)`` at once)."""
+    out = np.empty(rows.size, np.float64)
+    distinct, at = np.unique(nodes, return_inverse=True)
+    width = max(1, tile // max(zu.shape[0], 1))
+    order = np.argsort(at, kind="stable")
+    cuts = np.searchsorted(at[order], np.arange(0, distinct.size + width, width))
+    for j, start in enumerate(range(0, distinct.size, width)):
+        sel = order[cuts[j]:cuts[j + 1]]
+        block = zu @ z[index_on(distinct[start:start + width], z)].T  # (queries, width): one tile
+        out[sel] = block[index_on(rows[sel], block), index_on(at[sel] - start, block)].double().cpu().numpy()
+    return out
 
 
 def _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats=None) -> tuple[np.ndarray, np.ndarray]:

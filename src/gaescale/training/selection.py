@@ -85,35 +85,38 @@ class EarlyStopping:
             setattr(self, k, state[k])
 
 
-def selection_start(history: list[dict], warmup: int) -> int | None:
+LABELS = {"val_auc": "validation AUC", "val_mrr": "validation filtered MRR"}
+
+
+def selection_start(history: list[dict], warmup: int, key: str = "val_auc") -> int | None:
     """The epoch from which :class:`EarlyStopping` selects, read back from a run's ``history`` (None when no
-    evaluated epoch ended the warm-up)."""
-    evaluated = [h for h in history if "val_auc" in h]
+    evaluated epoch ended the warm-up); ``key``: the record's score it selected on."""
+    evaluated = [h for h in history if key in h]
     for h in evaluated:
-        if h["epoch"] > warmup or (h is not evaluated[0] and _ends_warmup(h["epoch"], h["val_auc"],
-                                                                           evaluated[0]["val_auc"], warmup)):
+        if h["epoch"] > warmup or (h is not evaluated[0] and _ends_warmup(h["epoch"], h[key],
+                                                                           evaluated[0][key], warmup)):
             return h["epoch"]
     return None
 
 
-def selection_note(history: list[dict], best_epoch: int, warmup: int) -> str | None:
+def selection_note(history: list[dict], best_epoch: int, warmup: int, key: str = "val_auc") -> str | None:
     """A line for the log when the kept weights deserve a second look: no evaluation ended the warm-up, the
     warm-up ended at its cap and the kept epoch is the first after it, or the kept epoch scores below the
     untrained model's first evaluation (training did not help)."""
-    evaluated = [h for h in history if "val_auc" in h]
+    evaluated = [h for h in history if key in h]
     if not evaluated:
         return None
-    start = selection_start(history, warmup)
+    start, label = selection_start(history, warmup, key), LABELS.get(key, key)
     if start is None:
         return (f"model selection: no evaluation ended the warm-up ({warmup} epochs); the last weights are kept. "
                 "Train more epochs or lower --warmup.")
     first, kept = evaluated[0], next((h for h in evaluated if h["epoch"] == best_epoch), None)
-    if kept is not None and kept["val_auc"] < first["val_auc"]:
-        return (f"model selection: the kept epoch {best_epoch} scores validation AUC {kept['val_auc']:.4f}, below the "
-                f"untrained model's {first['val_auc']:.4f} at epoch {first['epoch']}: training did not improve on its "
+    if kept is not None and kept[key] < first[key]:
+        return (f"model selection: the kept epoch {best_epoch} scores {label} {kept[key]:.4f}, below the "
+                f"untrained model's {first[key]:.4f} at epoch {first['epoch']}: training did not improve on its "
                 "initialisation. Try --encoder linear, a wider --dim or another --lr.")
     if best_epoch == start and start > warmup and sum(h["epoch"] > start for h in evaluated):
         return (f"model selection: the kept epoch {best_epoch} is the first evaluated after the warm-up ({warmup} "
-                "epochs); validation AUC only fell after it. The best weights may lie inside the warm-up: try a "
+                f"epochs); {label} only fell after it. The best weights may lie inside the warm-up: try a "
                 "lower --warmup or --lr.")
     return None

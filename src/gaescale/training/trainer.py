@@ -81,7 +81,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         progress: bool = True, on_epoch: Callable[[dict], None] | None = None, checkpointer: Checkpointer | None = None,
         resume: dict[str, Any] | None = None, strategy=None, time_limit: float | None = None,
         embed: Callable[[], torch.Tensor] | None = None, embed_collective: bool = False, precision: str = "fp32",
-        runtime: Local | None = None, group=None) -> FitResult:
+        runtime: Local | None = None, group=None, select: str = "auc", val_rank: Callable | None = None,
+        structure=None) -> FitResult:
     """Train ``model`` (``model(x, graph) -> z: (N, d)``, with a ``loss(z, edge_index, **kw)`` method) on
     ``train_edges: (2, E)`` (each undirected edge once; None for the strategies that draw their pairs from
     ``graph``: Cluster-GCN, FastGAE, neighbour sampling). With ``val = (pos, neg)``, the weights of the best
@@ -105,12 +106,21 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     strategy whose ranks draw their own batches (all but ``shared_draws`` ones) gets a generator per rank
     (:func:`gaescale.distributed.rank_seed`), and checkpoints keep every rank's random state.
 
+    ``select``: what keeps the weights and counts ``patience``: ``auc`` (validation AUC) or ``mrr``, the
+    validation ranking ``val_rank(z, metric=, decoder=, structure=) -> {"val_mrr", ...}`` that every evaluation then
+    also computes (:func:`gaescale.training.heldout.validation_ranking`). ``structure``
+    (:class:`gaescale.structure.PairFeatures` of ``graph``): the pair features that a model with a structural part
+    (``model.structure``) is validated with.
+
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
     a run that was never interrupted.
     """
     if precision not in PRECISIONS:
         raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
+    if select not in ("auc", "mrr") or (select == "mrr" and val is not None and val_rank is None):
+        raise ParameterError("select", "fit", "'auc', or 'mrr' with val_rank", select)
+    key = f"val_{select}"
     loop = _start(model, x, graph, train_edges, strategy or FullBatch(), dict(loss_kwargs or {}), lr=lr, seed=seed,
                   patience=patience, warmup=warmup, precision=precision, runtime=runtime or group or Local())
     s, rt = loop.state, loop.runtime
@@ -128,9 +138,9 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         if embed_collective:
             due = rt.from_main(due)
         if due:
-            rec.update(_validate(model, x, graph, val, embed))
-        if "val_auc" in rec:
-            loop.stopper.update(epoch, rec["val_auc"], model)
+            rec.update(_validate(model, x, graph, val, embed, val_rank if select == "mrr" else None, structure))
+        if key in rec:
+            loop.stopper.update(epoch, rec[key], model)
         s.history.append(rec)
         s.epoch = epoch
         s.stopped = bool(val is not None and loop.stopper.stop) or time_up
@@ -161,7 +171,8 @@ def _start(model, x, graph: Graph, train_edges, strategy, loss_kwargs: dict, *, 
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     own_draws = not getattr(strategy, "shared_draws", False)
     gen = torch.Generator().manual_seed(runtime.seed(seed, own_draws=own_draws))
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    groups = model.param_groups(lr) if hasattr(model, "param_groups") else model.parameters()
+    opt = torch.optim.Adam(groups, lr=lr)
     return _Loop(model, runtime.wrap(model), x, graph, train_edges, strategy, loss_kwargs, opt, amp, scaler, gen,
                  runtime, EarlyStopping(patience, warmup), FitState(), runtime.world_size > 1 and own_draws)
 
@@ -207,16 +218,30 @@ def _train_epoch(loop: _Loop, epoch: int, time_limit: float | None,
     return {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s.seconds[-1], "steps": len(losses)}
 
 
-def _validate(model, x, graph: Graph, val, embed) -> dict[str, float]:
-    """``val_auc`` and ``val_ap`` of the evaluation-mode embeddings (``embed()``, or one no-grad forward pass);
-    none where ``val`` is None (the ranks other than 0 of a sharded graph, which only help embed)."""
+def _validate(model, x, graph: Graph, val, embed, val_rank=None, features=None) -> dict[str, float]:
+    """``val_auc`` and ``val_ap`` of the evaluation-mode embeddings (``embed()``, or one no-grad forward pass), and
+    with ``val_rank`` the validation ranking; none where ``val`` is None (the ranks other than 0 of a sharded graph,
+    which only help embed). ``features``: the pair features of a model with a structural part."""
     model.eval()
     with torch.no_grad():
         z = embed() if embed else model(x, graph)
     if val is None:
         return {}
-    auc, ap = link_scores(z, *val, metric=model.metric(z), decoder=model.pair_decoder)
-    return {"val_auc": auc, "val_ap": ap}
+    how = dict(metric=model.metric(z), decoder=model.pair_decoder, structure=structural_scores(model, features))
+    auc, ap = link_scores(z, *val, **how)
+    return {"val_auc": auc, "val_ap": ap, **(val_rank(z, **how) if val_rank is not None else {})}
+
+
+def structural_scores(model, features):
+    """The structural part of ``model`` (:class:`gaescale.structure.StructuralScores` on ``features``), or None for
+    a model without one."""
+    if getattr(model, "structure", None) is None:
+        return None
+    if features is None:
+        raise ParameterError("structure", "fit", "the pair features of the training graph for a model with a "
+                                                 "structural part", None)
+    from ..structure import StructuralScores
+    return StructuralScores(features, model.structure.weights)
 
 
 def _save(loop: _Loop, checkpointer: Checkpointer, epoch: int, ranks_rng: list | None) -> None:
@@ -249,8 +274,9 @@ class _progress:
         if self.bar is None:
             return
         post = {"loss": f"{rec['loss']:.4f}", "s/epoch": f"{rec['seconds']:.2f}"}
-        if "val_auc" in rec:
-            post["val_auc"] = f"{rec['val_auc']:.4f}"
+        for k in ("val_auc", "val_mrr"):
+            if k in rec:
+                post[k] = f"{rec[k]:.4f}"
         if best_auc >= 0:
             post["best"] = f"{best_auc:.4f}"
         self.bar.set_postfix(post, refresh=False)

@@ -1,0 +1,238 @@
+"""The structural part of the logit: learnt weights of sparse pair features of the training graph.
+
+With ``--structure on`` (the default where it applies) the logit of a pair is
+
+    s_uv = z_u . z_v + b_u + b_v + w . phi(u, v),   phi = log(1 + [CN, AA, RA](u, v)),   w = softplus(theta) >= 0
+
+where CN, AA and RA are the common neighbours, Adamic-Adar and resource allocation of ``(u, v)`` on the training
+graph (``sum over w in N(u) & N(v)`` of 1, ``1 / log k(w)`` and ``1 / k(w)``). ``phi`` is computed on the pairs
+only (a chunk of pairs costs its endpoints' degrees; never N x N) and is 0 for every pair without a common
+neighbour. So, since ``w . phi >= 0``, a ranking or top-k over all N candidates stays exact without scoring
+N x N: the embedding scan over every node (pruned by length, :mod:`gaescale.training.evaluate`,
+:mod:`gaescale.run.predict`), corrected on the query's two-hop candidates, the only nodes whose score the
+structural part raises.
+
+The weights are trained with the embeddings (:class:`TwoHop`): on the training edges, and on a pool of two-hop
+non-edges (wedges ``u - c - v`` of the training graph whose ends are not linked), the hard negatives that share
+neighbours with the query, where the heuristics' ranking is made.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from .graph import Graph
+
+FEATURES = ("common_neighbours", "adamic_adar", "resource_allocation")
+CANDIDATE_BUDGET = 1 << 22  # two-hop paths a batch of queries may expand at once (about 100 MiB of products)
+MEMO_BYTES = 1 << 27  # pair features remembered for pair sets asked again (128 MiB)
+
+
+class PairFeatures:
+    """Common neighbours, Adamic-Adar and resource allocation of node pairs on ``graph`` (the training graph:
+    held-out edges must not be in it), computed on the pairs only."""
+
+    def __init__(self, graph: Graph):
+        degree = graph.degree.astype(np.float64)
+        self.num_nodes = graph.num_nodes
+        self.adj = sp.csr_matrix((np.ones(graph.indices.size), graph.indices, graph.indptr),
+                                 shape=(graph.num_nodes, graph.num_nodes))
+        # a common neighbour has degree >= 2, so log k(w) > 0 wherever the weight is used
+        self.inv_log = np.where(degree > 1, 1.0 / np.log(np.maximum(degree, 2.0)), 0.0)
+        self.inv_degree = 1.0 / np.maximum(degree, 1.0)
+        self.paths = two_hop_paths(self.adj, degree)
+        self._memo: dict[bytes, object] = {}  # results for pair sets asked again (validation, every epoch)
+        self._memo_bytes = 0
+
+    def _remembered(self, key: bytes, compute):
+        """``compute()``, kept under ``key`` while the kept results stay within :data:`MEMO_BYTES`."""
+        if key in self._memo:
+            return self._memo[key]
+        value = compute()
+        size = sum(a.nbytes for a in (value if isinstance(value, tuple) else (value,)))
+        if self._memo_bytes + size <= MEMO_BYTES and size <= MEMO_BYTES // 4:
+            self._memo[key], self._memo_bytes = value, self._memo_bytes + size
+        return value
+
+    def raw(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True) -> np.ndarray:
+        """``(P, 3)`` float64 ``[CN, AA, RA]`` of the pairs ``(u[i], v[i])`` (with ``remember``, kept for pair sets
+        asked again, as validation asks every epoch: do not modify the result)."""
+        u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+        if not remember:
+            return self._raw(u, v)
+        return self._remembered(_key(b"raw", u, v), lambda: self._raw(u, v))
+
+    def _raw(self, u: np.ndarray, v: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+        out = np.zeros((u.size, 3), np.float64)
+        for s in range(0, u.size, chunk):
+            common = self.adj[u[s:s + chunk]].multiply(self.adj[v[s:s + chunk]]).tocsr()
+            rows = np.repeat(np.arange(common.shape[0]), np.diff(common.indptr))
+            cols = common.indices
+            b = common.shape[0]
+            out[s:s + b, 0] = np.bincount(rows, minlength=b)
+            out[s:s + b, 1] = np.bincount(rows, weights=self.inv_log[cols], minlength=b)
+            out[s:s + b, 2] = np.bincount(rows, weights=self.inv_degree[cols], minlength=b)
+        return out
+
+    def pairs(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True) -> torch.Tensor:
+        """``phi: (P, 3)`` float32, ``log(1 + [CN, AA, RA])`` of the pairs; 0 for a pair ``(i, i)``."""
+        phi = np.log1p(self.raw(u, v, remember=remember))  # a new array: a remembered one stays as it was
+        phi[np.asarray(u) == np.asarray(v)] = 0.0
+        return torch.from_numpy(phi.astype(np.float32))
+
+    def query_batches(self, queries: np.ndarray, budget: int = CANDIDATE_BUDGET):
+        """Consecutive slices of ``queries`` whose two-hop paths add up to at most ``budget`` (at least one query
+        each): the batches :meth:`candidates` expands within bounded memory, however large the hubs."""
+        return batches_by_paths(self.paths, queries, budget)
+
+    def candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The two-hop candidates of queries ``u: (b,)``: ``(rows, nodes)``, every node ``nodes[i]`` other than
+        ``u[rows[i]]`` with a common neighbour, sorted by row: the only nodes whose structural part is not 0.
+        Memory: the queries' two-hop paths (batch them with :meth:`query_batches`)."""
+        u = np.asarray(u, np.int64)
+        return self._remembered(_key(b"candidates", u), lambda: self._candidates(u))
+
+    def _candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        reach = (self.adj[u] @ self.adj).tocsr()
+        reach.sort_indices()
+        rows = np.repeat(np.arange(u.size, dtype=np.int64), np.diff(reach.indptr))
+        nodes = reach.indices.astype(np.int64)
+        keep = nodes != u[rows]
+        return rows[keep], nodes[keep]
+
+
+def two_hop_paths(adj: sp.csr_matrix, degree: np.ndarray) -> np.ndarray:
+    """``(N,)`` the two-hop paths from each node of the 0/1 adjacency ``adj``: the sum of its neighbours' degrees,
+    a bound on its two-hop neighbourhood (what a row of ``A @ A`` stores)."""
+    return np.asarray(adj @ np.asarray(degree, np.float64)).ravel()
+
+
+def batches_by_paths(paths: np.ndarray, queries: np.ndarray, budget: int = CANDIDATE_BUDGET, batch: int | None = None):
+    """Consecutive slices of ``queries`` whose ``paths`` (:func:`two_hop_paths`) add up to at most ``budget``, and of
+    at most ``batch`` queries when given (at least one query each)."""
+    queries = np.asarray(queries, np.int64)
+    cost = np.cumsum(paths[queries] + 1)
+    start = 0
+    while start < queries.size:
+        base = cost[start - 1] if start else 0.0
+        stop = max(start + 1, int(np.searchsorted(cost, base + budget, side="right")))
+        if batch is not None:
+            stop = min(stop, start + batch)
+        yield slice(start, stop)
+        start = stop
+
+
+def _key(kind: bytes, *arrays: np.ndarray) -> bytes:
+    import hashlib
+    h = hashlib.blake2b(kind, digest_size=16)
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).view(np.uint8))
+        h.update(b"|")
+    return h.digest()
+
+
+class StructuralPart(nn.Module):
+    """``w . phi`` with ``w = softplus(theta) >= 0`` (one weight per feature of :data:`FEATURES`, initially
+    ``init``). ``lr_scale``: its learning rate is this many times the encoder's (three scalars that must grow to
+    the scale of the embeddings' logits within the epochs a run trains)."""
+
+    lr_scale = 10.0
+
+    def __init__(self, num_features: int = len(FEATURES), init: float = 0.5):
+        super().__init__()
+        self.theta = nn.Parameter(torch.full((num_features,), math.log(math.expm1(init))))
+
+    @property
+    def weights(self) -> torch.Tensor:
+        return nn.functional.softplus(self.theta)
+
+    def forward(self, phi: torch.Tensor) -> torch.Tensor:
+        """``phi: (P, F)`` -> ``(P,)``, each ``>= 0``."""
+        return phi.to(self.theta.dtype) @ self.weights
+
+
+class TwoHop:
+    """What the loss needs of the training graph for the structural part (:meth:`gaescale.models.GAE.loss`).
+
+    - ``phi`` of the training pairs, computed once per :class:`gaescale.sparse.PairIndex` (:meth:`phi_of`).
+    - ``pool``: the two-hop pairs ``T`` (ordered, ``u != v``, a common neighbour), where the structural part is not
+      0, so that the all-pairs term is the whole logits' (``reconstruction_loss``'s ``dense_offset``): all of ``T``
+      with weight 1 where it has at most ``pool_size`` pairs, else ``pool_size`` ordered wedges ``u - c - v`` drawn
+      uniformly (from ``seed``, once), the pair of ``CN(u, v)`` wedges weighing ``W / (pool_size CN(u, v))``, ``W``
+      the graph's ordered wedges: an unbiased estimate of the sum over ``T``.
+    - ``weight``: the weight of the hard-negative term, ``weight`` times the mean ``l0`` of the pool's non-edges'
+      whole logits (0: none)."""
+
+    def __init__(self, graph: Graph, *, pool_size: int, weight: float = 0.0, seed: int = 0):
+        self.features = PairFeatures(graph)
+        self.weight = float(weight)
+        self._pairs_phi: tuple[object, torch.Tensor] | None = None
+        u, v, importance, raw = two_hop_pool(graph, self.features, pool_size, np.random.default_rng(seed))
+        self.pool = torch.from_numpy(np.stack([u, v]))
+        self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
+        self.pool_weight = torch.from_numpy(importance)
+        linked = np.asarray(self.features.adj[u, v]).ravel() > 0 if u.size else np.zeros(0, bool)
+        self.negatives = self.pool[:, ~linked]
+        self.negatives_phi = self.pool_phi[~linked]
+
+    def phi_of(self, pairs) -> torch.Tensor:
+        """``phi: (E, 3)`` of the pairs of a :class:`gaescale.sparse.PairIndex`, in its order (cached for the last
+        index asked, which full batch passes every epoch)."""
+        if self._pairs_phi is None or self._pairs_phi[0] is not pairs:
+            uv = pairs.pairs().cpu().numpy()
+            self._pairs_phi = (pairs, self.features.pairs(uv[0], uv[1], remember=False))
+        return self._pairs_phi[1]
+
+
+def two_hop_pool(graph: Graph, features: PairFeatures, size: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(u, v, weight, raw)``: every ordered two-hop pair (``u != v`` with a common neighbour) with weight 1 where the
+    graph's two-hop paths number at most ``size``, else ``size`` ordered wedges drawn uniformly, each pair weighing
+    ``W / (size CN(u, v))`` (``W`` ordered wedges): ``sum weight f(u, v)`` estimates ``sum over T of f`` without
+    bias; ``raw: (P, 3)`` the pairs' :meth:`PairFeatures.raw`. :class:`TwoHop`."""
+    degree = graph.degree.astype(np.float64)
+    wedges = degree * (degree - 1)
+    total = float(wedges.sum())
+    if total == 0 or size < 1:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), np.empty((0, 3))
+    if features.paths.sum() <= size:  # all of T, exactly
+        rows, nodes = features.candidates(np.arange(graph.num_nodes))
+        return rows, nodes, np.ones(rows.size, np.float64), features.raw(rows, nodes, remember=False)
+    centre = rng.choice(graph.num_nodes, size=size, p=wedges / total)
+    k, start = graph.degree[centre].astype(np.int64), graph.indptr[centre]
+    i = rng.integers(0, k)
+    j = (i + 1 + rng.integers(0, k - 1)) % k  # another neighbour than the i-th
+    u = np.asarray(graph.indices[start + i], np.int64)
+    v = np.asarray(graph.indices[start + j], np.int64)
+    raw = features.raw(u, v, remember=False)
+    return u, v, total / (size * raw[:, 0]), raw
+
+
+class StructuralScores:
+    """The structural part of a trained model on a graph, in float64: ``w . phi`` of given pairs and of the two-hop
+    candidates of queries (what evaluation, ``topk`` and ``score`` add to the embeddings' logits). ``graph``: the
+    training graph while a run evaluates; the whole known graph (graph.npz) for a finished run's ``topk``/``score``.
+    ``weights: (3,)`` the trained ``w`` (:attr:`StructuralPart.weights`)."""
+
+    def __init__(self, graph: Graph | PairFeatures, weights):
+        self.features = graph if isinstance(graph, PairFeatures) else PairFeatures(graph)
+        self.weights = np.asarray(torch.as_tensor(weights).detach().cpu().double().numpy(), np.float64)
+
+    def pairs(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``(P,)`` float64 ``w . phi(u, v)``; 0 for a pair ``(i, i)``."""
+        out = np.log1p(self.features.raw(u, v)) @ self.weights
+        out[np.asarray(u) == np.asarray(v)] = 0.0
+        return out
+
+    def candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, nodes, values)``: :meth:`PairFeatures.candidates` with ``w . phi`` (float64) as the values."""
+        rows, nodes = self.features.candidates(u)
+        return rows, nodes, self.pairs(np.asarray(u, np.int64)[rows], nodes)
+
+    def batches(self, queries: np.ndarray, batch: int):
+        """Slices of ``queries`` of at most ``batch`` each whose two-hop candidates fit the candidate budget."""
+        return batches_by_paths(self.features.paths, queries, batch=batch)

@@ -1,0 +1,188 @@
+"""The structural part of the logit (gaescale.structure): pair features, the loss and the rankings, each against a
+dense float64 reference on small graphs."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import brute_force_ranks, dense_adjacency, dense_features, dense_structure, random_edges
+from gaescale.graph import Graph
+from gaescale.losses import KINDS, reconstruction_loss
+from gaescale.models import GAE, bias_metric, with_bias
+from gaescale.run.predict import top_k, with_two_hop
+from gaescale.sparse import PairIndex
+from gaescale.structure import PairFeatures, StructuralPart, StructuralScores, TwoHop, two_hop_pool
+from gaescale.training.evaluate import filtered_ranking, pair_scores
+
+
+def _graph(n=40, e=120, seed=0):
+    edges = random_edges(n, e, seed)
+    return edges, Graph.from_edge_index(edges, n, canonical=True)
+
+
+def test_pair_features_match_the_dense_products():
+    edges, g = _graph()
+    ref = dense_features(edges, g.num_nodes)
+    rng = np.random.default_rng(1)
+    u, v = rng.integers(0, g.num_nodes, (2, 300))
+    got = PairFeatures(g).raw(u, v)
+    np.testing.assert_allclose(got, ref[u, v], rtol=1e-12)
+    phi = PairFeatures(g).pairs(u, v).numpy()
+    expect = np.log1p(ref[u, v])
+    expect[u == v] = 0.0
+    np.testing.assert_allclose(phi, expect, rtol=1e-6)
+
+
+def test_candidates_are_the_two_hop_nodes_and_batches_cover_the_queries():
+    edges, g = _graph()
+    a = dense_adjacency(edges, g.num_nodes).numpy()
+    two_hop = (a @ a) > 0
+    np.fill_diagonal(two_hop, False)
+    q = np.array([5, 0, 17, 5])
+    rows, nodes = PairFeatures(g).candidates(q)
+    for r, u in enumerate(q):
+        assert sorted(nodes[rows == r]) == list(np.flatnonzero(two_hop[u]))
+    f = PairFeatures(g)
+    queries = np.arange(g.num_nodes)
+    parts = list(f.query_batches(queries, budget=30))
+    assert np.array_equal(np.concatenate([queries[p] for p in parts]), queries)
+    for p in parts:  # within the budget, or a single query
+        assert p.stop - p.start == 1 or (f.paths[queries[p]] + 1).sum() <= 30
+
+
+def test_two_hop_pool_is_every_two_hop_pair_or_an_unbiased_sample_of_them():
+    edges, g = _graph()
+    a = dense_adjacency(edges, g.num_nodes).numpy()
+    cn = a @ a
+    np.fill_diagonal(cn, 0)
+    f = PairFeatures(g)
+    u, v, w, _ = two_hop_pool(g, f, 10**6, np.random.default_rng(0))  # small enough: all of T, weight 1
+    assert sorted(zip(u.tolist(), v.tolist())) == sorted(zip(*np.nonzero(cn)))
+    assert np.all(w == 1)
+    # a sample: ordered wedges u - c - v, each pair weighing W / (m CN); sum w f estimates sum over T of f
+    u, v, w, raw = two_hop_pool(g, _Few(f), 200_000, np.random.default_rng(1))
+    np.testing.assert_array_equal(raw[:, 0], cn[u, v])
+    assert np.all(u != v) and np.all(cn[u, v] > 0)
+    fvals = np.sin(np.arange(g.num_nodes))[:, None] + np.cos(np.arange(g.num_nodes))[None, :]
+    assert (w * fvals[u, v]).sum() == pytest.approx((fvals * (cn > 0)).sum(), rel=0.02)
+    assert w.sum() == pytest.approx((cn > 0).sum(), rel=0.02)
+
+
+class _Few:
+    """PairFeatures whose graph claims more two-hop paths than any pool size: the pool is then a sample."""
+
+    def __init__(self, features):
+        self.raw, self.candidates, self.paths = features.raw, features.candidates, features.paths + 10**9
+
+
+def test_structural_part_is_nonnegative_and_starts_at_init():
+    part = StructuralPart(init=0.5)
+    np.testing.assert_allclose(part.weights.detach().numpy(), [0.5] * 3, rtol=1e-6)
+    part.theta.data = torch.tensor([-30.0, 0.0, 4.0])
+    assert bool((part(torch.rand(7, 3)) >= 0).all())
+
+
+def test_loss_with_structure_matches_a_dense_reference():
+    """Value and gradients (z and the structural weights) against the loss written densely in float64: every
+    non-edge pair's l0 and every edge's l1 of the whole logit (balanced weights), and the hard term."""
+    n, d = 30, 4
+    edges, g = _graph(n, 70, seed=2)
+    torch.manual_seed(0)
+    z0 = torch.randn(n, d, dtype=torch.float64)
+    b0 = torch.randn(n, dtype=torch.float64) * 0.1
+    two_hop = TwoHop(g, pool_size=10**6, weight=0.7, seed=3)  # all of T: the whole logits' loss, exactly
+    assert two_hop.negatives.shape[1] > 50
+    model = GAE(torch.nn.Identity(), node_bias=n, structure=StructuralPart()).double()
+    model.node_bias.data = b0.clone()
+    model.structure.theta.data = torch.tensor([0.1, -0.3, 0.4], dtype=torch.float64)
+    pairs = PairIndex.from_pairs(torch.from_numpy(edges), n)
+
+    z_leaf = z0.clone().requires_grad_(True)
+    got = model.loss(model.add_bias(z_leaf), pairs, two_hop=two_hop, kind="bce", dense="exact", weighting="balanced")
+    got.backward()
+
+    z_ref = z0.clone().requires_grad_(True)
+    theta = model.structure.theta.detach().clone().requires_grad_(True)
+    zb = with_bias(z_ref, b0)
+    m = bias_metric(zb.shape[1], dtype=torch.float64)
+    a = dense_adjacency(edges, n)
+    phi = torch.from_numpy(np.log1p(dense_features(edges, n)))
+    phi[torch.arange(n), torch.arange(n)] = 0
+    e = (zb * m) @ zb.T
+    s = e + phi @ torch.nn.functional.softplus(theta)
+    bce = KINDS["bce"]
+    ref = (bce.l0(s) * (1 - a)).sum() / n**2 + (bce.l1(s) * a).sum() / a.sum()  # every pair's whole logit
+    neg = two_hop.negatives
+    ref = ref + 0.7 * bce.l0(s[neg[0], neg[1]]).mean()
+    ref.backward()
+    # the loss keeps phi in float32 (training's pair features): agreement to its rounding
+    assert got.item() == pytest.approx(ref.item(), rel=1e-7)
+    torch.testing.assert_close(z_leaf.grad, z_ref.grad, rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(model.structure.theta.grad, theta.grad, rtol=1e-6, atol=1e-9)
+
+
+def test_edge_offset_changes_only_the_edge_term():
+    n = 12
+    edges, _ = _graph(n, 20, seed=4)
+    z = torch.randn(n, 3, dtype=torch.float64)
+    pairs = PairIndex.from_pairs(torch.from_numpy(edges), n)
+    zero = reconstruction_loss(z, pairs, n, dense="exact", edge_offset=torch.zeros(pairs.num_pairs, dtype=z.dtype))
+    assert zero.item() == pytest.approx(reconstruction_loss(z, pairs, n, dense="exact").item(), rel=1e-12)
+
+
+def _setup(n=60, e=200, d=5, seed=0):
+    edges, g = _graph(n, e, seed)
+    rng = np.random.default_rng(seed)
+    z = torch.from_numpy(rng.standard_normal((n, d)))
+    weights = np.array([0.8, 1.3, 0.4])
+    return edges, g, z, StructuralScores(g, torch.tensor(weights)), dense_structure(edges, n, weights)
+
+
+def test_pair_scores_add_the_structural_part():
+    edges, g, z, st, dense_g = _setup()
+    pairs = np.array([[0, 3, 7, 7], [1, 9, 2, 7]])
+    got = pair_scores(z, pairs, structure=st)
+    np.testing.assert_allclose(got, (z @ z.T).numpy()[pairs[0], pairs[1]] + dense_g[pairs[0], pairs[1]], rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch", [3, 256])
+def test_filtered_ranking_with_structure_matches_brute_force(batch):
+    edges, g, z, st, dense_g = _setup()
+    n = g.num_nodes
+    held = random_edges(n, 40, seed=9)
+    held = held[:, ~dense_adjacency(edges, n).numpy()[held[0], held[1]].astype(bool)]
+    scores = (z @ z.T).numpy() + dense_g
+    known = dense_adjacency(np.concatenate([edges, held], 1), n).numpy()
+    ranks = brute_force_ranks(scores, held, known)
+    got = filtered_ranking(z, held, [g, held], structure=st, batch=batch, block=7)
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks), rel=1e-12)
+    assert got["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+
+
+def test_filtered_ranking_with_structure_and_bias_metric():
+    edges, g, z, st, dense_g = _setup(seed=3)
+    zb = with_bias(z, torch.from_numpy(np.random.default_rng(1).standard_normal(z.shape[0])))
+    metric = bias_metric(zb.shape[1], dtype=torch.float64)
+    held = random_edges(g.num_nodes, 30, seed=5)
+    scores = ((zb * metric) @ zb.T).numpy() + dense_g
+    known = dense_adjacency(np.concatenate([edges, held], 1), g.num_nodes).numpy()
+    ranks = brute_force_ranks(scores, held, known)
+    got = filtered_ranking(zb, held, [g, held], structure=st, metric=metric)
+    assert got["filtered_mrr"] == pytest.approx(np.mean(1 / ranks), rel=1e-12)
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_top_k_with_two_hop_is_the_brute_force_top_k(exclude):
+    edges, g, z, st, dense_g = _setup(n=80, e=260, seed=6)
+    n, k = g.num_nodes, 6
+    z32 = z.float()
+    scores = (z32 @ z32.T).double().numpy() + dense_g
+    np.fill_diagonal(scores, -np.inf)
+    if exclude:
+        scores[dense_adjacency(edges, n).numpy() > 0] = -np.inf
+    queries = np.array([0, 5, 11, 79, 40])
+    s, c = top_k(z32, k, queries=queries, exclude=g if exclude else None)
+    s, c = with_two_hop(s, c, z32, st, queries=queries, exclude=g if exclude else None, batch=2)
+    for row, q in enumerate(queries):
+        expect = np.argsort(-scores[q], kind="stable")[:k]
+        np.testing.assert_allclose(s[row], scores[q, expect], rtol=1e-5)
+        assert set(c[row]) == set(expect)

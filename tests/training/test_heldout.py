@@ -1,0 +1,69 @@
+"""The run's verdict against the heuristics, and the validation ranking that selects the kept weights."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import brute_force_ranks, dense_adjacency, random_edges
+from gaescale.data.split import split_edges
+from gaescale.graph import Graph
+from gaescale.training.heldout import baseline_summary, validation_ranking, verdict
+
+
+def _metrics(ours_mrr: float, ours_hits: float) -> dict:
+    base = dict(auc=0.75, ap=0.74, filtered_mrr=0.063, **{"filtered_hits@10": 0.125})
+    return {"test_auc": 0.887, "test_ap": 0.90, "filtered_mrr": ours_mrr, "filtered_hits@10": ours_hits,
+            "baselines": {"adamic_adar": base,
+                          "common_neighbours": dict(base, filtered_mrr=0.05, **{"filtered_hits@10": 0.1}),
+                          "degree_product": dict(auc=0.6, ap=0.6, filtered_mrr=0.001, **{"filtered_hits@10": 0.0})}}
+
+
+def test_a_run_that_wins_auc_and_loses_ranking_is_never_called_a_winner():
+    m = _metrics(0.0027, 0.015)  # the demo's numbers of issue 30: AUC 0.887 vs 0.747, MRR 0.003 vs 0.063
+    line = baseline_summary(m)
+    assert "beat all three on AUC/AP" in line
+    assert "on ranking Adamic-Adar or common neighbours are ahead (filtered MRR 0.0630 vs 0.0027" in line
+    assert "beat all three on ranking" not in line and "they beat all" not in line
+    assert verdict(m) == {"beats_baselines": False, "beats_baselines_separation": True,
+                          "beats_baselines_ranking": False}
+
+
+def test_a_run_that_wins_both_says_so_and_a_tie_on_hits_is_not_a_win():
+    m = _metrics(0.2, 0.3)
+    assert baseline_summary(m).endswith("on ranking (filtered MRR, Hits@10) they beat all three too")
+    assert verdict(m)["beats_baselines"] is True
+    tie = _metrics(0.2, 0.125)  # Adamic-Adar's Hits@10 equalled: the heuristic is not beaten
+    assert verdict(tie)["beats_baselines_ranking"] is False
+    assert "Adamic-Adar is ahead" in baseline_summary(tie)
+
+
+def test_without_a_filtered_ranking_the_verdict_is_on_auc_and_ap_alone():
+    m = _metrics(0.2, 0.3)
+    del m["filtered_mrr"]
+    assert verdict(m) == {"beats_baselines": True, "beats_baselines_separation": True,
+                          "beats_baselines_ranking": None}
+    assert baseline_summary(m).endswith("the embeddings beat all three")
+
+
+class _NoTestSplit:
+    """A split whose test edges cannot be read: the validation ranking must not touch them."""
+
+    def __init__(self, split):
+        self.val_pos, self.val_neg = split.val_pos, split.val_neg
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the validation ranking read split.{name}")
+
+
+def test_validation_ranking_reads_no_test_edge_and_matches_brute_force():
+    n = 80
+    edges = random_edges(n, 400, seed=1)
+    split = split_edges(Graph.from_edge_index(edges, n, canonical=True), val_fraction=0.1, seed=0)
+    train_graph = split.train_graph()
+    rank = validation_ranking(train_graph, _NoTestSplit(split), max_positives=1000)
+    z = torch.from_numpy(np.random.default_rng(0).standard_normal((n, 4)))
+    got = rank(z)
+    known = dense_adjacency(np.concatenate([split.train, split.val_pos], 1), n).numpy()  # no test edge filtered
+    ranks = brute_force_ranks((z @ z.T).numpy(), split.val_pos, known)
+    assert got["val_mrr"] == pytest.approx(np.mean(1 / ranks), rel=1e-12)
+    assert got["val_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+    assert rank(z) == got  # the same edges at every evaluation
