@@ -61,8 +61,9 @@ def _add_tune(sub) -> None:
 def _add_run_commands(sub) -> None:
     """The commands that use a finished run's model or embeddings: topk, index, score, embed."""
     topk = sub.add_parser("topk", help="the k most likely new links of each node", description=(
-        "The k nodes of largest inner product with each node (or with --nodes), never forming N x N; "
-        "the table is keyed by the original ids: node, rank, candidate, score (inner product), probability."))
+        "The k nodes of largest score with each node (or with --nodes): the run's logit (z_u . z_v, plus the "
+        "biases and the structural part where the run has them), exactly and never forming N x N; the table is "
+        "keyed by the original ids: node, rank, candidate, score (the logit), probability."))
     topk.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     topk.add_argument("--k", default=10, help="links per node (default: 10)")
     topk.add_argument("--nodes", nargs="+", metavar="ID", help="only these nodes (original ids)")
@@ -80,7 +81,8 @@ def _add_run_commands(sub) -> None:
 
     score = sub.add_parser("score", help="probabilities of given node pairs", description=(
         "Score id pairs (two columns; comma, tab or whitespace separated; optional header) with "
-        "sigmoid(z_u . z_v). Writes source, target, score, probability as TSV to --out or to stdout."))
+        "sigmoid of the run's logit (z_u . z_v, plus the biases and the structural part where the run has them). "
+        "Writes source, target, score, probability as TSV to --out or to stdout."))
     score.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     score.add_argument("pairs", help="a file of id pairs, or - for stdin")
     score.add_argument("--out", help="output table: .tsv, .csv or .parquet (default: TSV on stdout)")

@@ -213,7 +213,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
 
     A logit with an offset ``g_ij`` (the structural part of :mod:`gaescale.structure`, 0 but on a sparse set ``T``
     of pairs): ``edge_offset: (E,)`` (in the order of the :class:`PairIndex`'s ``pairs()``) is ``g`` on the edges,
-    and ``dense_offset = (pairs: (2, P), g: (P,), weight: (P,))`` the pairs of ``T`` (or an importance-weighted
+    and ``dense_offset = (pairs, g: (P,), weight: (P,))`` the pairs of ``T`` (a :class:`PairIndex`; ``g`` and
+    ``weight`` in the order of its ``pairs()``) (or an importance-weighted
     sample of them) with theirs. The loss is then the same identity of the whole logits ``s + g``: the dense term
     ``sum over all pairs of l0(s_ij)`` (sampled or exact, as without offsets) plus ``sum over T of
     weight * (l0(s + g) - l0(s))``, the edge term on ``s + g``. Returns a scalar tensor.
@@ -280,16 +281,10 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         drawn = PairIndex.uniform(n, num_samples, generator).to(z.device).pairs()
         d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
     if dense_offset is not None:  # sum over T of l0(s + g) - l0(s): the dense term of the whole logits
-        at, g, weight = (t.to(z.device) for t in dense_offset)
-        e = _logits_of(z, at, metric)
-        d = d + (weight.to(e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
+        at, g, weight = dense_offset
+        e = at.to(z.device).logits(z, metric)
+        d = d + (weight.to(z.device, e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
     return w0 * d + edge
-
-
-def _logits_of(z: Tensor, pairs: Tensor, metric: Tensor | None) -> Tensor:
-    """``(P,)`` the bilinear logits of ``pairs: (2, P)``, in their order."""
-    zu = z[pairs[0]] if metric is None else z[pairs[0]] * metric
-    return (zu * z[pairs[1]]).sum(-1)
 
 
 def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
