@@ -165,15 +165,26 @@ class StructuralPart(nn.Module):
             self.theta.copy_(w + torch.log(-torch.expm1(-w)))  # softplus^-1(w) = w + log(1 - exp(-w))
 
 
+RANKING_KEYS = ("val_mrr", "val_hits@10", "val_hits@100")  # what calibrate() weighs, by their geometric mean
+
+
+def ranking_score(r: dict) -> float:
+    """The geometric mean of the validation ranking's MRR, Hits@10 and Hits@100 (those present): the top of the
+    list and its depth alike, each relative to its own scale."""
+    vals = [max(float(r[k]), 1e-12) for k in RANKING_KEYS if r.get(k) is not None]
+    return float(np.exp(np.mean(np.log(vals)))) if vals else 0.0
+
+
 def calibrate(part: StructuralPart, rank, features: PairFeatures, scales=SCALES) -> tuple[float, float, float]:
-    """Scale ``part``'s weights (in place) by the factor of ``scales`` whose validation ranking is best:
-    ``rank(structure) -> {"val_mrr", ...}`` (the trained embeddings fixed; validation edges only), the smallest
-    factor on a tie. Returns ``(factor, val_mrr at 1, val_mrr at factor)``. Training weighs the structural part
-    only as much as the balanced loss wants; where the ranking of the two-hop candidates decides (a graph whose
-    links close triangles), the validation ranking asks for more of it (measured: hk-50k, val filtered MRR 0.037
-    at 1, 0.055 at 32, Adamic-Adar 0.054)."""
+    """Scale ``part``'s weights (in place) by the factor of ``scales`` whose validation ranking is best by
+    :func:`ranking_score`: ``rank(structure) -> {"val_mrr", "val_hits@10", "val_hits@100"}`` (the trained
+    embeddings fixed; validation edges only), the smallest factor on a tie. Returns ``(factor, score at 1, score
+    at factor)``. Training weighs the structural part only as much as the balanced loss wants; where the ranking
+    of the two-hop candidates decides (a graph whose links close triangles), the validation ranking asks for more
+    of it (measured: hk-50k, validation filtered MRR 0.037 at 1, 0.055 at 32 against Adamic-Adar's 0.054; the
+    770,000-node demo graph, Hits@100 0.431 at 1 and 0.487 at 2 against 0.44, MRR 0.077 and 0.075)."""
     w = part.weights.detach()
-    scores = [rank(StructuralScores(features, w * f)).get("val_mrr", 0.0) for f in scales]
+    scores = [ranking_score(rank(StructuralScores(features, w * f))) for f in scales]
     best = int(np.argmax(scores))
     part.scale_(scales[best])
     return scales[best], scores[0], scores[best]

@@ -296,7 +296,8 @@ def _calibrate(model: GAE, z: torch.Tensor, split, train_graph, features, seed: 
     metric = model.metric(z)
     t = time.perf_counter()
     factor, before, after = calibrate(model.structure, lambda st: rank(z, metric=metric, structure=st), features)
-    log(f"structural part: weights x {factor:g} on the validation ranking (filtered MRR {before:.4f} -> {after:.4f}) "
+    log(f"structural part: weights x {factor:g} on the validation ranking (geometric mean of filtered MRR, Hits@10, "
+        f"Hits@100: {before:.4f} -> {after:.4f}) "
         f"[{time.perf_counter() - t:.1f}s]")
 
 

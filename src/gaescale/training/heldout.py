@@ -44,8 +44,9 @@ VAL_RANKED_SCORES = 20_000_000  # ... fewer on a large graph: about this many sc
 
 def validation_ranking(train_graph: Graph, split, *, seed: int = 0, max_positives: int | None = None,
                        scale: int = 1):
-    """``rank(z, metric, structure) -> {"val_mrr", "val_hits@10"}``: the exact filtered ranking of the same (up to
-    ``max_positives``; default :data:`VAL_RANKED`, fewer on a graph of over 100,000 nodes) validation edges at
+    """``rank(z, metric, structure) -> {"val_mrr", "val_hits@10", "val_hits@100"}``: the exact filtered ranking of
+    the same (up to ``max_positives``; default :data:`VAL_RANKED`, fewer on a graph of over 100,000 nodes; ``scale``
+    times as many) validation edges at
     every call, against every node, the training graph's edges and the validation edges removed. It reads the
     training graph and the validation edges only, never the test split."""
     if max_positives is None:  # ``scale`` times as many (a ranking asked a few times, not every epoch)
@@ -53,9 +54,10 @@ def validation_ranking(train_graph: Graph, split, *, seed: int = 0, max_positive
     pos, known = split.val_pos, [train_graph, split.val_pos]
 
     def rank(z: torch.Tensor, *, metric=None, decoder=None, structure=None) -> dict[str, float]:
-        r = filtered_ranking(z, pos, known, max_positives=max_positives, seed=seed, ks=(10,), metric=metric,
+        r = filtered_ranking(z, pos, known, max_positives=max_positives, seed=seed, ks=(10, 100), metric=metric,
                              decoder=decoder, structure=structure)
-        return {"val_mrr": r["filtered_mrr"], "val_hits@10": r["filtered_hits@10"]} if r else {}
+        return {f"val_{k[len('filtered_'):]}": r[k] for k in ("filtered_mrr", "filtered_hits@10",
+                                                               "filtered_hits@100")} if r else {}
     return rank
 
 
