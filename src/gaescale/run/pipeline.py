@@ -28,22 +28,16 @@ from ..parallel.placement import Placement, place
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
 from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, resolve_custom
-from ..structure import FEATURES, StructuralPart, StructuralScores, TwoHop, calibrate
+from ..structure import FEATURES, StructuralPart, StructuralScores
 from ..training.checkpoint import Checkpointer
 from ..training.evaluate import filtered_ranking, link_scores
-from ..training.heldout import (
-    baseline_metrics,
-    baseline_summary,
-    known_edges,
-    test_metrics,
-    validation_ranking,
-    verdict,
-)
+from ..training.heldout import baseline_metrics, baseline_summary, known_edges, test_metrics, verdict
 from ..training.selection import selection_note
 from ..training.strategies import weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
+from .ranking import calibrate_structure, ranking_parts, resolve_structure, selects
 from .rundir import embeddings_and_bias, write_run
 from .strategy import choose_strategy, make_strategy
 
@@ -158,30 +152,6 @@ def _check_custom(custom, config: TrainConfig, rt: Local, *, prepared: bool) -> 
     check_custom_encoder(custom, config, rt, prepared=prepared)
 
 
-def resolve_structure(config: TrainConfig, strategy: str, rt: Local, *, prepared: bool) -> TrainConfig:
-    """``config`` with ``structure`` and ``select`` decided for this run: ``structure='auto'`` is on for an
-    undirected graph read into memory, trained full batch by one process with a bilinear decoder (what its exact
-    training and ranking need, :mod:`gaescale.structure`); ``select='auto'`` is ``mrr`` with it, else ``auc``."""
-    fits = strategy == "full" and rt.world_size == 1 and not prepared and config.decoder != "hadamard"
-    if config.structure == "on" and not fits:
-        why = (f"strategy '{strategy}'" if strategy != "full" else f"{rt.world_size} processes" if rt.world_size > 1
-               else "a prepared (memory-mapped) graph")
-        raise ParameterError("structure", "train", f"'off' or 'auto' with {why} (the structural part needs one "
-                                                   "process training a graph in memory full batch)", "on")
-    structure = config.structure if config.structure != "auto" else ("on" if fits else "off")
-    select = config.select if config.select != "auto" else ("mrr" if structure == "on" else "auc")
-    if config.hard_negatives and structure == "off":
-        raise ParameterError("hard_negatives", "train", "0 where the structural part is off", config.hard_negatives)
-    return config.with_options(structure=structure, select=select)
-
-
-def _selects(config: TrainConfig, model: GAE) -> str:
-    """What selects the kept weights: ``config.select``, ``auto`` read as :func:`resolve_structure` resolves it."""
-    if config.select != "auto":
-        return config.select
-    return "mrr" if model.structure is not None else "auc"
-
-
 @dataclass
 class _Sizes:
     """What the steps after reading need to know of the graph (which is let go once it is split)."""
@@ -254,11 +224,7 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
     else:
         embed = lambda: embed_sharded(model, shards, block=block)  # noqa: E731
     has_val = rt.is_main and placed.split.val_pos.shape[1] > 0
-    two_hop = None
-    if model.structure is not None:  # the pair features of the training pairs, and the hard negatives, once
-        two_hop = TwoHop(train_graph, pool_size=placed.split.num_train, weight=config.hard_negatives, seed=config.seed)
-    val_rank = (validation_ranking(train_graph, placed.split, seed=config.seed)
-                if has_val and _selects(config, model) == "mrr" else None)
+    two_hop, val_rank = ranking_parts(config, model, train_graph, placed.split, has_val)
     memory = {"setup_peak_rss_bytes": peak_rss_bytes()}  # reading, graph and split; training's own peak apart
     phase_measured = reset_peak_rss()
     memory["training_start_rss_bytes"] = rss_bytes()  # what training starts from: graph, split, features, model
@@ -274,7 +240,7 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
                      checkpointer=checkpointer if rt.is_main else None, resume=resume, strategy=strategy,
                      time_limit=config.time_limit, embed=embed if rt.is_main or shards is not None else None,
                      embed_collective=shards is not None, precision=config.precision, runtime=rt, on_epoch=on_epoch,
-                     select=_selects(config, model), val_rank=val_rank, structure=two_hop and two_hop.features)
+                     select=selects(config, model), val_rank=val_rank, structure=two_hop and two_hop.features)
         memory["training_peak_rss_bytes"] = peak_rss_bytes() if phase_measured else None
         t = time.perf_counter()
         z = None
@@ -286,26 +252,15 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
         z = model.embed(x, train_graph, block=block).cpu()
     seconds = time.perf_counter() - t
     if two_hop is not None and has_val:  # the structural part's scale, on the validation ranking
-        _calibrate(model, z, placed.split, train_graph, two_hop.features, config.seed, log)
+        calibrate_structure(model, z, placed.split, train_graph, two_hop.features, config.seed, log)
     return _Fitted(result, z, block, seconds, memory, two_hop and two_hop.features)
-
-
-def _calibrate(model: GAE, z: torch.Tensor, split, train_graph, features, seed: int, log) -> None:
-    """:func:`gaescale.structure.calibrate` on up to 1,000 validation edges (fewer on a large graph), logged."""
-    rank = validation_ranking(train_graph, split, seed=seed, max_positives=None, scale=5)
-    metric = model.metric(z)
-    t = time.perf_counter()
-    factor, before, after = calibrate(model.structure, lambda st: rank(z, metric=metric, structure=st), features)
-    log(f"structural part: weights x {factor:g} on the validation ranking (geometric mean of filtered MRR, Hits@10, "
-        f"Hits@100: {before:.4f} -> {after:.4f}) "
-        f"[{time.perf_counter() - t:.1f}s]")
 
 
 def _evaluate(config: TrainConfig, model: GAE, placed: Placement, fitted: _Fitted, sizes: _Sizes, log, *,
               test: bool) -> dict[str, Any]:
     """The run's metrics: held-out scores next to the heuristics, training's course, its time and memory."""
     result, split = fitted.result, placed.split
-    note = selection_note(result.history, result.best_epoch, config.warmup_epochs, f"val_{_selects(config, model)}")
+    note = selection_note(result.history, result.best_epoch, config.warmup_epochs, f"val_{selects(config, model)}")
     if note:
         log(note)
     if fitted.block:

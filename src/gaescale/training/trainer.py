@@ -106,11 +106,9 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     strategy whose ranks draw their own batches (all but ``shared_draws`` ones) gets a generator per rank
     (:func:`gaescale.distributed.rank_seed`), and checkpoints keep every rank's random state.
 
-    ``select``: what keeps the weights and counts ``patience``: ``auc`` (validation AUC) or ``mrr``, the
-    validation ranking ``val_rank(z, metric=, decoder=, structure=) -> {"val_mrr", ...}`` that every evaluation then
-    also computes (:func:`gaescale.training.heldout.validation_ranking`). ``structure``
-    (:class:`gaescale.structure.PairFeatures` of ``graph``): the pair features that a model with a structural part
-    (``model.structure``) is validated with.
+    ``select``: ``auc``, or ``mrr``: every evaluation also ranks ``val_rank(z, metric=, decoder=, structure=)``
+    (:func:`gaescale.training.heldout.validation_ranking`), whose ``val_mrr`` keeps the weights and counts patience.
+    ``structure``: the pair features of ``graph`` a model with a structural part is validated with.
 
     ``checkpointer`` saves the whole training state every ``checkpointer.every`` epochs and at the end;
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
