@@ -29,7 +29,10 @@ def test_training_is_reproducible_and_learns(tmp_path):
     assert hist[-1]["loss"] < hist[0]["loss"]
     # the best validation weights after the warm-up (default: epochs // 4 = 7) are the ones kept; with the
     # structural part (on by default here) they are selected on the validation ranking (select auto: mrr)
-    assert r1.metrics["structure_weights"]
+    assert set(r1.metrics["structure_weights"]) == {"common_neighbours", "adamic_adar", "resource_allocation"}
+    assert r1.metrics["embeddings_only"]["filtered_positives"] == r1.metrics["filtered_positives"]
+    # evaluation's own peak, measured after a reset, and the run's peak covers it
+    assert 0 < r1.metrics["evaluation_peak_rss_bytes"] <= r1.metrics["peak_rss_bytes"]
     assert json.loads((tmp_path / "a" / "config.json").read_text())["select"] == "mrr"
     after = [h for h in hist if "val_mrr" in h and h["epoch"] > 7]
     best = max(after, key=lambda h: h["val_mrr"])
