@@ -123,7 +123,8 @@ def baseline_summary(metrics: dict[str, Any]) -> str | None:
         verdict = (f"the embeddings beat all {_NUMBERS.get(len(baselines), 'of them')}" if not lost else
                    f"the embeddings do NOT beat {names(lost)} on AUC or AP")
         return f"baselines on the same test split, AUC / AP: {scores}; {verdict}"
-    scores = ", ".join(f"{BASELINE_NAMES[k]} {b['auc']:.4f} / {b['ap']:.4f} / {b.get('filtered_mrr', 0.0):.4f}"
+    mrr_of = lambda b: "n/a" if b.get("filtered_mrr") is None else f"{b['filtered_mrr']:.4f}"  # noqa: E731
+    scores = ", ".join(f"{BASELINE_NAMES[k]} {b['auc']:.4f} / {b['ap']:.4f} / {mrr_of(b)}"
                        for k, b in baselines.items())
     count = _NUMBERS.get(len(baselines), "of them")
     separation = f"beat all {count} on AUC/AP" if not lost else f"do NOT beat {names(lost)} on AUC or AP"
