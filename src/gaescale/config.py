@@ -82,8 +82,9 @@ class TrainConfig:
                                   "by one process with the bias or inner decoder)", "choice", section="model",
                           choices=("auto", "on", "off"))
     hard_negatives: float = _opt(0.0, "with the structural part, the weight of a hard-negative term: the mean l0 of "
-                                      "a pool of two-hop non-edges (as many as the training edges; 0: none)",
-                                 "float>=0", section="model")
+                                      "the two-hop non-edges among a pool of two-hop pairs as large as the training "
+                                      "edges (measured to lose: BENCHMARKS.md; 0: none)", "float>=0", section="model",
+                                 metavar="W")
     hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none (default: none "
                                       "for linear, 32 for gcn and sage)", "ints", section="model")
     dim: int | None = _opt(None, "embedding dimension d, the last layer's width (default: 64 for linear, 16 for gcn "
