@@ -12,9 +12,10 @@ N x N: the embedding scan over every node (pruned by length, :mod:`gaescale.trai
 :mod:`gaescale.run.predict`), corrected on the query's two-hop candidates, the only nodes whose score the
 structural part raises.
 
-The weights are trained with the embeddings (:class:`TwoHop`): on the training edges, and on a pool of two-hop
-non-edges (wedges ``u - c - v`` of the training graph whose ends are not linked), the hard negatives that share
-neighbours with the query, where the heuristics' ranking is made.
+The weights are trained with the embeddings under the loss's one identity (:class:`TwoHop`,
+:meth:`gaescale.models.GAE.loss`): the training edges' terms on the whole logit, and the all-pairs term corrected
+on the two-hop pairs, where ``phi`` is not 0 (all of them, or an unbiased importance-weighted sample of wedges).
+After training, their scale is calibrated on the validation ranking (:func:`calibrate`).
 """
 from __future__ import annotations
 
