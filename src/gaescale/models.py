@@ -160,10 +160,9 @@ class GAE(nn.Module):
                 raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.TwoHop) in its loss")
             return reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), decoder=self.pair_decoder,
                                        **kwargs)
-        pairs = edge_index
-        offset = self.structure(two_hop.phi_of(pairs).to(z.device))
+        offset = self.structure(two_hop.phi_of(edge_index).to(z.device))
         pool = (two_hop.pool, self.structure(two_hop.pool_phi.to(z.device)), two_hop.pool_weight)
-        value = reconstruction_loss(z, pairs, z.shape[0], metric=self.metric(z), edge_offset=offset,
+        value = reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), edge_offset=offset,
                                     dense_offset=pool, **kwargs)
         if two_hop.weight and two_hop.negatives.num_pairs:
             neg = two_hop.negatives.to(z.device)

@@ -41,10 +41,8 @@ class PairFeatures:
     def __init__(self, graph: Graph):
         degree = graph.degree.astype(np.float64)
         self.num_nodes = graph.num_nodes
-        self.adj = sp.csr_matrix((np.ones(graph.indices.size), graph.indices, graph.indptr),
-                                 shape=(graph.num_nodes, graph.num_nodes))
-        # a common neighbour has degree >= 2, so log k(w) > 0 wherever the weight is used
-        self.inv_log = np.where(degree > 1, 1.0 / np.log(np.maximum(degree, 2.0)), 0.0)
+        self.adj = graph.adjacency().astype(np.float64)
+        self.inv_log = inv_log_degree(degree)
         self.inv_degree = 1.0 / np.maximum(degree, 1.0)
         self.paths = two_hop_paths(self.adj, degree)
         self._memo: dict[bytes, object] = {}  # results for pair sets asked again (validation, every epoch)
@@ -105,6 +103,13 @@ class PairFeatures:
         nodes = reach.indices.astype(np.int64)
         keep = nodes != u[rows]
         return rows[keep], nodes[keep]
+
+
+def inv_log_degree(degree: np.ndarray) -> np.ndarray:
+    """``(N,)`` float64 Adamic-Adar's weight ``1 / log k(w)`` of each node, 0 where ``k(w) <= 1`` (a common
+    neighbour has degree >= 2, so log k(w) > 0 wherever the weight is used)."""
+    degree = np.asarray(degree, np.float64)
+    return np.where(degree > 1, 1.0 / np.log(np.maximum(degree, 2.0)), 0.0)
 
 
 def two_hop_paths(adj: sp.csr_matrix, degree: np.ndarray) -> np.ndarray:

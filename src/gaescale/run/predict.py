@@ -225,7 +225,7 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     else:
         z, metric, targets = run.ranking_form()  # directed: z_s of the queries against z_t of the candidates
         scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric, targets=targets)
-    structure = run.structure_scores()
+    structure = run.structure_scores(graph=graph)  # graph.npz read once, where --exclude-existing read it
     if structure is not None:  # the structural part: its two-hop candidates, merged (exact when the scan was)
         z, metric = run.logits_form()
         scores, cand = with_two_hop(scores, cand, z, structure, queries=queries, exclude=graph, metric=metric)

@@ -192,10 +192,11 @@ class Run:
         kept = sp.triu(adj - adj.multiply(gone > 0), k=1).tocoo()
         return Graph.from_edge_index(np.stack([kept.row, kept.col]).astype(np.int64), graph.num_nodes, canonical=True)
 
-    def structure_scores(self, *, training: bool = False):
+    def structure_scores(self, *, training: bool = False, graph: Graph | None = None):
         """The structural part of a ``--structure on`` run (:class:`gaescale.structure.StructuralScores`: its trained
         weights from model.pt on the run's whole graph, or with ``training`` on the graph it trained on, as its
-        held-out metrics were scored), else None."""
+        held-out metrics were scored), else None. ``graph``: the run's whole graph where the caller has read it
+        already (:meth:`graph`)."""
         if not (self.path / "config.json").is_file() or self.config().get("structure") != "on":
             return None
         from ..structure import StructuralPart, StructuralScores
@@ -205,7 +206,9 @@ class Run:
                               "structure='on'; the run directory is inconsistent.")
         part = StructuralPart(int(state["structure.theta"].numel()))
         part.load_state_dict({"theta": state["structure.theta"]})
-        return StructuralScores(self.training_graph() if training else self.graph(), part.weights)
+        if training:
+            graph = self.training_graph()
+        return StructuralScores(self.graph() if graph is None else graph, part.weights)
 
     def heldout(self) -> dict[str, np.ndarray]:
         with np.load(self._file("heldout.npz"), allow_pickle=False) as h:

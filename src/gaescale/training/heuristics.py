@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..graph import Graph
-from ..structure import batches_by_paths, two_hop_paths
+from ..structure import batches_by_paths, inv_log_degree, two_hop_paths
 from .evaluate import filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
 
 HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
@@ -23,9 +23,7 @@ HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
 
 def _adjacencies(graph: Graph) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """The 0/1 adjacency ``A`` and ``A diag(1/log k)``, both ``(N, N)`` CSR."""
-    degree = graph.degree.astype(np.float64)
-    # 1 / log k(w); a common neighbour has degree >= 2, so log k(w) > 0 wherever the weight is used
-    inv_log = np.where(degree > 1, 1.0 / np.log(np.maximum(degree, 2.0)), 0.0)
+    inv_log = inv_log_degree(graph.degree)
     adj = graph.adjacency()
     return adj, sp.csr_matrix((inv_log[adj.indices], adj.indices, adj.indptr), shape=adj.shape)
 
