@@ -20,17 +20,24 @@ DIR holds ``study.db`` (SQLite: an interrupted search resumes where it stopped, 
 run again), ``best.json`` (the best configuration so far, the fixed options included), ``trials.csv`` and
 ``report.html`` with ``trials.png``. The search stops after ``trials`` finished trials in all (those of earlier
 sessions count) or once ``time_budget`` seconds have passed in this session.
+
+Before DIR or study.db is created, the configuration of every trial the search could draw is built (not
+trained) with the fixed options, so that a given option which a searched value contradicts (``--hidden`` with
+the linear encoder) is refused at once, naming the searched option (:func:`check_search`); so is a graph too small
+to hold out a validation edge (:func:`check_validation_split`). A new search whose trials all failed (an error,
+not Ctrl-C) leaves no study.db behind: the next attempt, with other options, starts afresh.
 """
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..config import TrainConfig
-from ..errors import ParameterError, RunDirError
+from ..errors import GraphError, ParameterError, RunDirError
 from ..outputs import atomic_write, check_out_dir, write_json
 
 SEARCH_SPACE: dict[str, tuple] = {
@@ -122,19 +129,182 @@ def tune(config: TrainConfig | None = None, *, data=None, trials: int = 20, time
     if config.out is None:
         raise ParameterError("out", "tune", "the directory of the search (study.db, best.json, report)", None)
     out = check_out_dir(config.out)
-    out.mkdir(parents=True, exist_ok=True)
     log = log or (lambda m: None)
-    data = load_edges(config) if data is None else data
     fixed = _fixed(config, given | {"edges", "features", "ids", "header", "seed", "epochs", "val_fraction",
                                     "test_fraction"})
+    check_search(fixed, given)  # before anything is read, created or trained
+    if not config.val_fraction > 0:
+        raise ParameterError("val_fraction", "tune", "> 0 (the search is judged on the validation split)",
+                             config.val_fraction)
+    data = load_edges(config) if data is None else data
+    check_validation_split(data, config)
+    new, made = not (out / "study.db").exists(), not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
     study = _open_study(out, fixed, config.seed, config.warmup_epochs)
     finished = [t for t in study.trials if t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL]
     left = trials - len(finished)
     if finished:
         log(f"resuming the search in {out}/study.db: {len(finished)} trials done, {max(left, 0)} to go")
     if left > 0:
-        _optimize(study, data, fixed, left, time_budget, log, show=not config.quiet)
+        try:
+            _optimize(study, data, fixed, left, time_budget, log, show=not config.quiet)
+        except Exception:  # not KeyboardInterrupt: an interrupted search resumes from study.db
+            if new and not any(t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL
+                               for t in study.get_trials(deepcopy=False)):
+                _discard(study, out, made)  # nothing worth resuming: the next attempt starts afresh
+            raise
     return _write_outputs(study, out, fixed, log)
+
+
+def _discard(study, out: Path, made: bool) -> None:
+    """Remove the study.db that this session created and no trial finished in (its first trials failed), and
+    ``out`` itself when this session created it and it is left empty: a failed first attempt, e.g. with
+    options that a trial's configuration refuses, does not block the next one with other options."""
+    storage = getattr(study, "_storage", None)
+    engine = getattr(getattr(storage, "_backend", storage), "engine", None)
+    if engine is not None:
+        engine.dispose()
+    for name in ("study.db", "study.db-journal", "study.db-wal", "study.db-shm"):
+        (out / name).unlink(missing_ok=True)
+    if made:
+        try:
+            out.rmdir()
+        except OSError:  # not empty: something else was written there meanwhile
+            pass
+
+
+class _Pick:
+    """A stand-in for an Optuna trial that returns the values ``picks`` names (the first of each choice, and the
+    low end of a float, by default) and records the draws :func:`suggest` asks for."""
+
+    def __init__(self, picks: dict[str, int]):
+        self.picks, self.asked = picks, []
+
+    def suggest_categorical(self, name, choices):
+        self.asked.append((name, len(choices)))
+        return choices[self.picks.get(name, 0)]
+
+    def suggest_float(self, name, low, high, log=False):
+        self.asked.append((name, 2))
+        return (low, high)[self.picks.get(name, 0)]
+
+
+def search_points(fixed: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every combination of values :func:`suggest` can draw with ``fixed`` (a float option at both ends of its
+    range): the options of each trial the search could train."""
+    def walk(picks: dict[str, int]):
+        trial = _Pick(picks)
+        params = suggest(trial, fixed)
+        name, n = next(((a, n) for a, n in trial.asked if a not in picks), (None, 0))
+        if name is None:
+            yield params
+            return
+        for i in range(n):
+            yield from walk({**picks, name: i})
+    yield from walk({})
+
+
+def _refusal(options: dict[str, Any]) -> ParameterError | None:
+    try:
+        TrainConfig(**options)
+    except ParameterError as exc:
+        return exc
+    return None
+
+
+def check_search(fixed: dict[str, Any], given: set[str]) -> None:
+    """Refuse, before study.db is created or anything trained, a fixed option (one given) that a value the
+    search may draw contradicts: the configuration of every trial the search could train is built (not trained),
+    and the first one refused names the searched option and how to fix the clash."""
+    points = list(search_points(fixed))
+    results = [_refusal({**fixed, **p}) for p in points]
+    bad = next((i for i, r in enumerate(results) if r is not None), None)
+    if bad is None:
+        return
+    params, exc = points[bad], results[bad]
+    searched, good = _searched_culprit(params, points, results)
+    user = {k for k in given if k in fixed and k not in ("edges", "out", "quiet", "report", "resume")}
+    flag = exc.name if exc.name in user else next(
+        (k for k in sorted(user) if _refusal({**{k2: v for k2, v in fixed.items() if k2 != k}, **params}) is None),
+        exc.name)
+    reason = _reason(exc)
+    if searched is None:
+        tried = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        raise ParameterError(flag, "tune", f"one that every searched value allows: the search tries {tried}, with "
+                                           f"which train says {reason}; fix the searched options it depends on too, "
+                                           f"or change or drop {_flag(flag)}", _shown(fixed.get(flag)))
+    raise ParameterError(flag, "tune", f"one that every searched value allows: the search tries "
+                                       f"{searched}={_shown(params[searched])!r}, with which train says {reason}; "
+                                       f"fix {searched} too ({_cli(searched, good)}) or drop {_flag(flag)}",
+                         _shown(fixed.get(flag)))
+
+
+def _searched_culprit(params: dict[str, Any], points: list[dict], results: list) -> tuple[str | None, Any]:
+    """The searched option whose other value (returned too) makes the refused ``params`` acceptable: a point of
+    the search that differs from ``params`` in that option alone (and in ``hidden``, which the encoder decides)."""
+    for name in params:
+        if name == "hidden":
+            continue
+        same = [k for k in params if k not in (name, "hidden")] if name == "encoder" else \
+            [k for k in params if k != name]
+        for p, r in zip(points, results):
+            if r is None and p.get(name) != params[name] and all(p.get(k) == params[k] for k in same):
+                return name, p[name]
+    if "hidden" in params:
+        for p, r in zip(points, results):
+            if r is None and all(p.get(k) == params[k] for k in params if k != "hidden"):
+                return "hidden", p["hidden"]
+    return None, None
+
+
+def _reason(exc: ParameterError) -> str:
+    """``NAME must be ...`` of a :class:`ParameterError`'s message."""
+    m = re.match(r"The '(.+?)' parameter of \S+ must be (.*)\. Got .* instead\.$", str(exc))
+    return f"{m.group(1)} must be {m.group(2)}" if m else str(exc)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _shown(value):
+    """A value as the command line writes it: a tuple or list as ``a,b``."""
+    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else value
+
+
+def _cli(name: str, value) -> str:
+    if value is True:
+        return _flag(name)
+    if value is False:
+        return f"{name}=False"
+    return f"{_flag(name)} {_shown(value)}"
+
+
+def check_validation_split(data, config: TrainConfig) -> None:
+    """Refuse, before study.db is created, a graph too small to hold out a validation edge at
+    ``config.val_fraction``: every trial is judged on the validation split (the split rounds its share down)."""
+    w = data.edge_weight if config.weighted else None
+    if config.directed:
+        from ..directed.graph import DiGraph
+        graph = DiGraph.from_edge_index(data.edge_index, data.num_nodes, edge_weight=w)
+    else:
+        from ..graph import Graph
+        graph = Graph.from_edge_index(data.edge_index, data.num_nodes, edge_weight=w)
+    source = data.source or "the graph"
+    graph.require_edges(source)
+    e, vf, tf = graph.num_edges, config.val_fraction, config.test_fraction
+    if int(e * vf) >= 1:
+        return
+    need = max(1, int(1 / vf))
+    while int(need * vf) < 1:
+        need += 1
+    kind = "directed edges" if config.directed else "edges"
+    raise_to = next((f for f in (round(k / 100, 2) for k in range(1, 100)) if int(e * f) >= 1), None)
+    fits = raise_to is not None and raise_to + tf < 1 and e - int(e * raise_to) - int(e * tf) >= 1
+    alt = f" (or --val-fraction {raise_to:g})" if fits else ""
+    raise GraphError(f"{source}: too small for tune's validation split: {e:,} {kind}, of which --val-fraction "
+                     f"{vf:g} holds out {int(e * vf)}, and tune judges every trial on validation edges; it needs "
+                     f"at least {need:,} {kind}{alt}.")
 
 
 def _objective(data, fixed: dict[str, Any]):
@@ -155,9 +325,10 @@ def _objective(data, fixed: dict[str, Any]):
         result = train(TrainConfig(**{**fixed, **params}), data=data, test=False, on_epoch=report)
         trial.set_user_attr("seconds", time.perf_counter() - t)
         trial.set_user_attr("best_epoch", result.metrics["best_epoch"])
-        if result.metrics["val_auc"] is None:
-            raise ParameterError("val_fraction", "tune", "> 0 (the search is judged on the validation split)",
-                                 fixed.get("val_fraction"))
+        if result.metrics["val_auc"] is None:  # check_validation_split refuses this before any trial
+            raise GraphError(f"{data.source or 'the graph'}: trial {trial.number} has no validation AUC (an empty "
+                             f"validation split at --val-fraction {fixed.get('val_fraction'):g}); tune judges every "
+                             "trial on validation edges.")
         return float(result.metrics["val_auc"])
     return objective
 
