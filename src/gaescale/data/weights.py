@@ -101,14 +101,20 @@ def npz_weights(p: Path, arrays: dict, num_edges: int) -> np.ndarray:
     return w.astype(np.float32)
 
 
+def refuse_weight_column(config) -> None:
+    """Refuse ``--weight-column`` without ``--weighted`` (it would be ignored); the undirected run checks it before
+    reading (:func:`refuse_unsupported`), the directed one when its configuration is built."""
+    from ..errors import ParameterError
+    if config.weight_column is not None and not config.weighted:
+        raise ParameterError("weight_column", "train", "used with weighted=True (--weighted)", config.weight_column)
+
 
 def refuse_unsupported(config, *, prepared: bool, world_size: int) -> None:
     """Refuse ``--weighted`` (or ``--weight-column`` without it) where the weights cannot go yet: a prepared
     graph (``gaescale prepare`` keeps no weights) and, under torchrun, the strategies that partition the graph
     (which the ranks read from a prepared copy of the edge list)."""
     from ..errors import ParameterError
-    if config.weight_column is not None and not config.weighted:
-        raise ParameterError("weight_column", "train", "used with weighted=True (--weighted)", config.weight_column)
+    refuse_weight_column(config)
     if not config.weighted:
         return
     if prepared:

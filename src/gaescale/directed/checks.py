@@ -1,6 +1,7 @@
 """What ``directed=True`` supports so far, checked when the configuration is built (before anything is read)."""
 from __future__ import annotations
 
+from ..data.weights import refuse_weight_column
 from ..errors import ParameterError
 
 
@@ -18,3 +19,7 @@ def check_directed(config) -> None:
     if config.decoder == "hadamard":
         raise ParameterError("decoder", "train", "'bias' or 'inner' with directed=True (the source/target decoder; "
                                                  "the Hadamard MLP does not support directed graphs yet)", "hadamard")
+    if config.checkpoint_activations:
+        raise ParameterError("checkpoint_activations", "train", "False with directed=True (the source/target encoder "
+                                                                "does not recompute its layers in backward yet)", True)
+    refuse_weight_column(config)  # --weight-column without --weighted: refused, not ignored, as undirected
