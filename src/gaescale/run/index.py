@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +100,13 @@ def _check_out(path) -> Path:
         raise OutputError(f"{p}: cannot create the file: {parent} is not a directory.")
     if not os.access(parent, os.W_OK):
         raise OutputError(f"{p}: cannot create the file under {parent} (no write permission).")
+    try:  # a file system that refuses files (read-only, /proc, full) is found before the index is built
+        fd, probe = tempfile.mkstemp(prefix=".gaescale-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot create the file: {parent} refused a test file "
+                          f"({exc.strerror or exc}).") from None
     return p
 
 
@@ -157,18 +167,20 @@ def load_index(path, run):
     if not p.is_file():
         raise InputFileError(p, "no such file." if not p.exists() else "is a directory, expected an index file.")
     not_index = "not a gaescale index (expected a file written by 'gaescale index RUN --out FILE')"
+    rebuild = f"rebuild it with 'gaescale index {run.path} --out {p}'"
     try:
         f = np.load(p, allow_pickle=False)
         if not isinstance(f, np.lib.npyio.NpzFile):  # an .npy array
             raise ValueError(p)
         with f:
             meta, blob = json.loads(f["meta"].tobytes()), f["index"]
+    except (zipfile.BadZipFile, zlib.error):  # a zip archive, cut short (a copy that stopped) or damaged
+        raise InputFileError(p, f"not a readable gaescale index (truncated or damaged): {rebuild}.") from None
     except (ValueError, OSError, EOFError, KeyError, UnicodeDecodeError, AttributeError):
         raise InputFileError(p, f"{not_index}.") from None
     keys = {"format", "num_nodes", "dim", "decoder", "fingerprint", "run", "params"}
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or not keys <= meta.keys() or blob.dtype != np.uint8:
         raise InputFileError(p, f"{not_index}.")
-    rebuild = f"rebuild it with 'gaescale index {run.path} --out {p}'"
     n, d = run.embeddings.shape
     if (meta["num_nodes"], meta["dim"]) != (n, d) or meta["decoder"] != _decoder_of(run):
         raise InputFileError(p, f"is the index of another run ({meta['num_nodes']:,} nodes, d = {meta['dim']}, "
