@@ -198,7 +198,7 @@ def test_train_with_a_runs_config_retrains_the_same_model(cli_run, tmp_path):
     again = tmp_path / "again"
     assert main(["train", "--config", str(cli_run / "config.json"), "--out", str(again), "--quiet"]) == 0
     old, new = (json.loads((d / "config.json").read_text()) for d in (cli_run, again))
-    assert new == {**old, "out": str(again)}
+    assert new == old and "out" not in new  # where a run goes is the command's, never the model's
     assert np.array_equal(np.load(again / "embeddings.npy"), np.load(cli_run / "embeddings.npy"))
 
 
@@ -250,7 +250,8 @@ def test_ctrl_c_during_training_exits_130_with_a_resume_hint_that_works(tmp_path
     assert main(args) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "gaescale: interrupted; run the same command with --resume to continue from the last checkpoint")
-    assert (tmp_path / "run" / "checkpoints" / "epoch-000002.pt").is_file()
+    assert (tmp_path / "run" / ".staging" / "checkpoints" / "epoch-000002.pt").is_file()  # the run is not complete
+    assert not (tmp_path / "run" / "embeddings.npy").exists()
     monkeypatch.undo()
     assert main(args + ["--resume"]) == 0
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["epochs"] == 4

@@ -188,7 +188,7 @@ def _config(args: argparse.Namespace, defaults: dict) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if getattr(args, "config", None):
-        return TrainConfig.from_file(args.config, **given)
+        return TrainConfig.from_file(args.config, log=_log, **given)
     return TrainConfig(**{**defaults, **given})
 
 

@@ -26,14 +26,15 @@ def _model_defaults(encoder: str) -> dict[str, Any]:
 
 
 def _opt(default, help: str, rule: str, *, section: str = "training", per_host: bool = False, resumable: bool = False,
-         **extra):
+         run: bool = False, **extra):
     """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none;
     ``section``: its section of ``--help`` (and of the CLI's subcommands); ``per_host``: it may differ between the
     hosts of a data-parallel run (paths, and what only this process sees); ``resumable``: a run may resume with
     another value (it changes neither the data nor the trajectory of training; the input paths too: the graph's
-    fingerprint checks their content)."""
+    fingerprint checks their content); ``run``: where and how this process runs, not what the model is (kept out of
+    a run's config.json and never taken from a ``--config`` file)."""
     return field(default=default, metadata=dict(help=help, rule=rule, section=section, per_host=per_host,
-                                                resumable=resumable, **extra))
+                                                resumable=resumable, run=run, **extra))
 
 
 @dataclass
@@ -45,8 +46,9 @@ class TrainConfig:
                              per_host=True, resumable=True)
     features: str | None = _opt(None, "node features: .npy/.npz (row i = node i), or CSV/Parquet whose first column "
                                       "is the node id", "opt-path", section="input", per_host=True, resumable=True)
-    out: str | None = _opt(None, "output directory (created; must not be an existing file)", "opt-path",
-                           section="output", per_host=True, resumable=True)
+    out: str | None = _opt(None, "output directory (created; must not be an existing file; one that holds another "
+                                 "run is refused unless --overwrite or --resume)", "opt-path", section="output",
+                           per_host=True, resumable=True, run=True)
     ids: str = _opt("auto", "node ids in a text/Parquet edge list: integers, strings, or detect", "choice",
                     section="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", section="input",
@@ -148,24 +150,29 @@ class TrainConfig:
     checkpoint_every: int = _opt(10, "write a checkpoint (model, optimizer, random states) to OUT/checkpoints every "
                                      "this many epochs and at the end, keeping the last two (0: never)", "int>=0",
                                  section="output", resumable=True)
-    resume: bool = _opt(False, "continue from the last checkpoint in OUT/checkpoints; refused if the configuration "
-                               "or the graph differ (--epochs may grow)", "bool", section="output", resumable=True)
+    resume: bool = _opt(False, "continue from the last checkpoint in OUT/checkpoints (an unreadable one is reported "
+                               "and the one before used); refused if the configuration or the graph differ "
+                               "(--epochs may grow)", "bool", section="output", resumable=True, run=True)
+    overwrite: bool = _opt(False, "replace the run that OUT holds (without it, an OUT that holds another run, "
+                                  "finished or with checkpoints, is refused); the old run stays whole until the new "
+                                  "one is complete", "bool", section="output", per_host=True, resumable=True, run=True)
     report: bool = _opt(True, "skip the HTML report and plots (OUT/report/) at the end of training", "bool",
                         section="output", flag="--no-report", per_host=True, resumable=True)
     tensorboard: str | None = _opt(None, "write the loss, validation AUC/AP and seconds of every epoch (and the test "
                                          "AUC/AP at the end) as TensorBoard event files to this directory, one run's "
                                          "curves (view them with: tensorboard --logdir DIR); needs pip install "
                                          "'gaescale[tensorboard]'", "opt-path", section="output", per_host=True,
-                                   resumable=True, optional=True, metavar="DIR")
+                                   resumable=True, optional=True, metavar="DIR", run=True)
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
                                           "past this many seconds (evaluation excluded)", "float>0", section="runtime",
                                     optional=True, resumable=True)
     device: str = _opt("auto", "where training runs: cpu, cuda (one GPU per process; under torchrun, the local "
                                "rank's), or auto (cuda when torch sees a GPU)", "choice", section="runtime",
-                       choices=DEVICES, per_host=True, resumable=True)
+                       choices=DEVICES, per_host=True, resumable=True, run=True)
     threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", section="runtime", per_host=True,
-                        resumable=True)
-    quiet: bool = _opt(False, "no progress bar or log lines", "bool", section="runtime", per_host=True, resumable=True)
+                        resumable=True, run=True)
+    quiet: bool = _opt(False, "no progress bar or log lines", "bool", section="runtime", per_host=True, resumable=True,
+                       run=True)
 
     def __new__(cls, *args, **kwargs):
         # an unknown option is named, with the nearest known one (the dataclass's __init__: a bare TypeError)
@@ -268,6 +275,11 @@ class TrainConfig:
         d["hidden"] = None if self.hidden is None else list(self.hidden)
         return d
 
+    def model_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` less where and how this process runs (``out``, ``resume``, ``overwrite``, ``tensorboard``,
+        ``device``, ``threads``, ``quiet``): what a run's config.json holds, reusable with ``--config``."""
+        return {k: v for k, v in self.to_dict().items() if k not in RUN_SETTINGS}
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
@@ -286,9 +298,10 @@ class TrainConfig:
         return cls(**d)
 
     @classmethod
-    def from_file(cls, path, **overrides) -> TrainConfig:
+    def from_file(cls, path, log=None, **overrides) -> TrainConfig:
         """A config from a JSON file (e.g. a run's ``config.json``); ``overrides`` take precedence. JSON only:
-        a config file is data, never code."""
+        a config file is data, never code. Where and how to run (``out``, ``resume``, ...: :data:`RUN_SETTINGS`)
+        is never taken from the file (an older run's config.json holds them): ``log`` is told which were left."""
         from pathlib import Path
 
         from .errors import InputFileError
@@ -308,6 +321,11 @@ class TrainConfig:
         if unknown:
             raise InputFileError(p, "unknown config field; 'gaescale train --help' lists the fields (as flags).",
                                  field=unknown[0])
+        # where and how a run runs is this command's own (an old config.json holds 'out': never retrain into it)
+        left = sorted(k for k in d if k in RUN_SETTINGS and d[k] != cls.__dataclass_fields__[k].default)
+        if left and log is not None:
+            log(f"{p}: not taken from the file: {', '.join(left)} (where and how to run are this command's own flags)")
+        d = {k: v for k, v in d.items() if k not in RUN_SETTINGS}
         return cls(**_merged(d, overrides))
 
 
@@ -383,7 +401,7 @@ def _check(f: dataclasses.Field, value):
         try:
             if not isinstance(value, bool) and float(value) == int(value) and int(value) >= low:
                 return int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 (inf) has no int
             pass
         raise bad(f"an int >= {low}")
     if rule.startswith("float"):
@@ -408,3 +426,6 @@ def fields_by_section() -> dict[str, list[dataclasses.Field]]:
 def tagged(tag: str) -> frozenset[str]:
     """The names of the fields whose metadata sets ``tag`` (``per_host``, ``resumable``: see :func:`_opt`)."""
     return frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get(tag))
+
+
+RUN_SETTINGS = tagged("run")  # where and how a process runs: never in config.json, never from --config

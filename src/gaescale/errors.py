@@ -32,8 +32,18 @@ class ParameterError(GaescaleError, ValueError):
     """A parameter of a function, config or command has an invalid value."""
 
     def __init__(self, name: str, owner: str, expected: str, got):
-        super().__init__(f"The '{name}' parameter of {owner} must be {expected}. Got {got!r} instead.")
+        super().__init__(f"The '{name}' parameter of {owner} must be {expected}. Got {_short(got)} instead.")
         self.name = name
+
+
+def _short(got, limit: int = 120) -> str:
+    """``repr(got)``, or for a long one (a list of 10,000 features) its type and size: a message stays one line."""
+    text = repr(got)
+    if len(text) <= limit and "\n" not in text:
+        return text
+    size = f" of {len(got):,} items" if hasattr(got, "__len__") else ""
+    shape = getattr(got, "shape", None)
+    return f"a {type(got).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else size)
 
 
 class OutputError(GaescaleError):

@@ -1,6 +1,7 @@
 """Writing run outputs atomically: every file goes to a temporary name in its directory, then is renamed."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -42,11 +43,30 @@ def check_out_dir(path, *, flag: str = "--out", what: str = "output directory") 
     return p
 
 
+def probe_write(directory) -> None:
+    """Write and remove a small file in ``directory``: a file system that refuses files (read-only, ``/proc``,
+    no permission, full) is found before any work, not at the first output."""
+    d = Path(directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".gaescale-probe.", dir=d)
+        try:
+            os.write(fd, b"gaescale")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        raise OutputError(f"{d}: cannot write files there ({exc.strerror or exc}).") from None
+
+
 def atomic_write(path, write: Callable[[io.BufferedWriter], None]) -> Path:
-    """Write ``path`` through ``write(fh)`` on a temporary file in the same directory, then rename it."""
+    """Write ``path`` through ``write(fh)`` on a temporary file in the same directory, then rename it. The
+    temporary name holds this process's id: one that a killed process left is removed by the next write there.
+    A failed write (a full disk) leaves nothing and raises :class:`OutputError`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_leftovers(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -54,10 +74,31 @@ def atomic_write(path, write: Callable[[io.BufferedWriter], None]) -> Path:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{path}: could not be written ({exc.strerror or exc}).") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Temporary files of ``path`` that a killed process left (``.NAME.PID.*.tmp``, PID gone)."""
+    for p in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = p.name[len(path.name) + 2:].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            p.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or a pid this system cannot signal
+        return True
+    return True
 
 
 def write_json(path, obj: Any) -> Path:
@@ -81,5 +122,28 @@ def write_ids(path, ids: np.ndarray) -> Path:
     return atomic_write(path, write)
 
 
-def write_torch(path, obj: Any) -> Path:
-    return atomic_write(path, lambda fh: torch.save(obj, fh))
+def write_torch(path, obj: Any) -> str:
+    """``torch.save(obj)`` to ``path`` atomically; returns the SHA-256 of the bytes written (hashed as they go)."""
+    digest = hashlib.sha256()
+
+    class Hashing:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def write(self, b) -> int:
+            digest.update(b)
+            return self.fh.write(b)
+
+        def flush(self) -> None:
+            self.fh.flush()
+
+    atomic_write(path, lambda fh: torch.save(obj, Hashing(fh)))
+    return digest.hexdigest()
+
+
+def sha256_of(path, block: int = 1 << 24) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -160,7 +160,7 @@ def test_several_processes_refuse_directed():
     config = gaescale.TrainConfig(edges="e.txt", directed=True)
     with pytest.raises(ParameterError, match=r"^The 'directed' parameter of train must be False under torchrun "
                                              r"\(several processes do not support directed graphs yet\)\. Got True"):
-        train_directed(config, log=print, runtime=SimpleNamespace(world_size=2))
+        train_directed(config, log=print, runtime=SimpleNamespace(world_size=2), device=torch.device("cpu"))
 
 
 def test_resume_gives_the_uninterrupted_run(tmp_path):

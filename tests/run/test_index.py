@@ -26,8 +26,7 @@ def _fake_run(d, z, bias=None, edges=None, decoder=None):
     if edges is not None:
         g = Graph.from_edge_index(np.asarray(edges), len(z))
         write_npz(d / "graph.npz", indptr=g.indptr, indices=g.indices)
-    if decoder is not None:
-        (d / "config.json").write_text(json.dumps({"decoder": decoder}))
+    (d / "config.json").write_text(json.dumps({} if decoder is None else {"decoder": decoder}))
     return d
 
 

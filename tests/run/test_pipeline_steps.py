@@ -15,9 +15,12 @@ from gaescale.run import pipeline
 def test_start_refuses_an_output_path_that_is_a_file_before_any_work(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(OutputError, match="existing file"):
-        pipeline._start(TrainConfig(out=str(tmp_path / "f")), Local(), log=lambda m: None)
-    device, out = pipeline._start(TrainConfig(out=str(tmp_path / "new")), Local(), log=lambda m: None)
-    assert device.type == "cpu" and out == tmp_path / "new" and not out.exists()  # checked, not created
+        pipeline._start(TrainConfig(out=str(tmp_path / "f")), Local(), lambda m: None, None)
+    device, writer = pipeline._start(TrainConfig(out=str(tmp_path / "new")), Local(), lambda m: None, None)
+    assert device.type == "cpu" and writer.out == tmp_path / "new"  # taken: its lock and staging directory
+    assert (writer.out / ".lock").is_file() and writer.staging.is_dir()
+    writer.close()
+    assert not (tmp_path / "new").exists()  # a run that wrote nothing leaves nothing
 
 
 def test_model_draws_its_weights_from_the_seed_alone():

@@ -135,6 +135,7 @@ def test_run_ids_are_integers_only_when_written_canonically(tmp_path):
     from gaescale.run.rundir import Run
     np.save(tmp_path / "embeddings.npy", np.zeros((3, 2), np.float32))
     (tmp_path / "nodes.tsv").write_text("10\n-2\n3\n")
+    (tmp_path / "config.json").write_text("{}")
     assert Run.open(tmp_path).node_ids.dtype == np.int64
     (tmp_path / "nodes.tsv").write_text("10\n007\n3\n")  # '007' must keep its zeros
     run = Run.open(tmp_path)

@@ -100,7 +100,7 @@ def small():
 
 
 def test_resume_refuses_a_changed_configuration_and_another_graph(tmp_path, small):
-    gaescale.train(data=small, out=str(tmp_path), epochs=4, checkpoint_every=2, **KW)
+    gaescale.train(data=small, out=str(tmp_path), epochs=4, checkpoint_every=2, overwrite=True, **KW)
     with pytest.raises(CheckpointError, match=r"epoch-000004\.pt: the checkpoint was written with a different "
                                               r"configuration \(changed: lr 0\.01 -> 0\.02, seed 0 -> 1\); resume"):
         gaescale.train(data=small, out=str(tmp_path), epochs=8, resume=True, lr=0.02, seed=1, **KW)
@@ -120,19 +120,33 @@ def test_resume_errors_without_checkpoint_or_output(tmp_path, small):
         gaescale.train(data=small, epochs=2, resume=True, **KW)
 
 
-def test_corrupt_checkpoint_is_named(tmp_path, small):
-    gaescale.train(data=small, out=str(tmp_path), epochs=2, checkpoint_every=1, **KW)
-    bad = list_checkpoints(tmp_path / "checkpoints")[-1][1]
-    bad.write_bytes(bad.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match=r"epoch-000002\.pt: not a readable gaescale checkpoint .*delete it to "
-                                              r"resume from the one before\."):
-        gaescale.train(data=small, out=str(tmp_path), epochs=3, resume=True, **KW)
+@pytest.mark.parametrize("damage", ["empty", "truncated", "one byte changed"])
+def test_an_unreadable_latest_checkpoint_is_reported_and_the_one_before_resumed(tmp_path, small, damage):
+    """Empty, cut short, or not the bytes its checksum names: the run resumes from epoch 1, bit for bit as a run
+    never stopped; with every checkpoint unreadable it stops, naming each."""
+    straight = gaescale.train(data=small, out=str(tmp_path / "straight"), epochs=3, checkpoint_every=1, **KW)
+    gaescale.train(data=small, out=str(tmp_path / "run"), epochs=2, checkpoint_every=1, **KW)
+    (_, first), (_, bad) = list_checkpoints(tmp_path / "run" / "checkpoints")
+    data = bad.read_bytes()
+    bad.write_bytes({"empty": b"", "truncated": data[:100],
+                     "one byte changed": data[:-200] + bytes([data[-200] ^ 1]) + data[-199:]}[damage])
+    said = []
+    resumed = gaescale.train(data=small, out=str(tmp_path / "run"), epochs=3, resume=True, log=said.append,
+                             **{**KW, "quiet": False})
+    assert any(m.startswith(f"{bad}: ") and m.endswith("trying the checkpoint before it") for m in said), said
+    assert [h["epoch"] for h in resumed.metrics["history"]] == [1, 2, 3]
+    assert np.array_equal(resumed.embeddings, straight.embeddings)
+    for _, p in list_checkpoints(tmp_path / "run" / "checkpoints"):
+        p.write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"^no readable checkpoint to resume from: .*epoch-000003\.pt: .*; "
+                                              r".*epoch-000001\.pt: .*; run without --resume"):
+        gaescale.train(data=small, out=str(tmp_path / "run"), epochs=4, resume=True, **KW)
 
 
 def test_fresh_run_replaces_stale_checkpoints(tmp_path, small):
     gaescale.train(data=small, out=str(tmp_path), epochs=9, checkpoint_every=3, **KW)
     assert [e for e, _ in list_checkpoints(tmp_path / "checkpoints")] == [6, 9]
-    gaescale.train(data=small, out=str(tmp_path), epochs=4, checkpoint_every=2, **KW)
+    gaescale.train(data=small, out=str(tmp_path), epochs=4, checkpoint_every=2, overwrite=True, **KW)
     assert [e for e, _ in list_checkpoints(tmp_path / "checkpoints")] == [2, 4]
 
 
@@ -142,8 +156,8 @@ def test_non_finite_loss_keeps_the_last_good_checkpoint(tmp_path, small):
                                                  r"The last good checkpoint is .*epoch-\d+\.pt\.") as info:
         gaescale.train(data=small, out=str(tmp_path), epochs=50, **kw)
     epoch = int(re.search(r"at epoch (\d+)", str(info.value)).group(1))
-    kept = list_checkpoints(tmp_path / "checkpoints")
-    assert kept[-1][0] == epoch - 1
+    kept = list_checkpoints(tmp_path / ".staging" / "checkpoints")  # the failed run's, kept for --resume
+    assert kept[-1][0] == epoch - 1 and str(kept[-1][1]) in str(info.value)
     state = torch.load(kept[-1][1], weights_only=True)
     assert all(torch.isfinite(v).all() for v in state["model"].values())
 

@@ -16,7 +16,7 @@ from ..data.prepare import is_prepared
 from ..errors import ParameterError
 from ..parallel.runtime import Local
 from ..run.memory import peak_rss_bytes
-from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, _start
+from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, staging
 from ..training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from ..training.heldout import baseline_metrics, verdict
 from ..training.strategies import FullBatch, weighted_pairs
@@ -65,8 +65,9 @@ def embeddings_layout(model: DirectedGAE, width: int) -> dict[str, Any]:
 
 
 def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_epoch=None,
-                   test: bool = True) -> RunResult:
-    """:func:`gaescale.train` with ``config.directed`` (see the module's docstring)."""
+                   test: bool = True, device: torch.device, writer=None) -> RunResult:
+    """:func:`gaescale.train` with ``config.directed`` (see the module's docstring), on ``device`` with the output
+    directory that ``writer`` holds (:class:`gaescale.run.writer.RunWriter`; None: nothing written)."""
     if runtime.world_size > 1:
         raise ParameterError("directed", "train", "False under torchrun (several processes do not support directed "
                                                   "graphs yet)", True)
@@ -74,7 +75,7 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
         raise ParameterError("directed", "train", "False with a prepared graph ('gaescale prepare' stores an "
                                                   "undirected graph; directed graphs are read from an edge list, "
                                                   "not supported prepared yet)", True)
-    device, out = _start(config, runtime, log)
+    out = staging(config, writer)
     tracker = open_tracker(config.tensorboard)  # --tensorboard: checked before any work
     t_start = time.perf_counter()
     check_not_a_plain_directory(config, data)
@@ -113,7 +114,7 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
         tracker.close()
     metrics.update(total_seconds=time.perf_counter() - t_start, device=str(device))
     return _finish(config, model, Inputs(None, x, ids), csr, split, fitted, metrics,
-                   _Sizes(n, graph.num_edges, num_features, "full", None), out, log)
+                   _Sizes(n, graph.num_edges, num_features, "full", None), writer, log)
 
 
 def _fit_directed(config: TrainConfig, model: DirectedGAE, x, split: DirectedSplit, train_graph: DiGraph,

@@ -40,6 +40,7 @@ from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .ranking import calibrate_structure, ranking_parts, resolve_structure, selects
 from .rundir import embeddings_and_bias, write_run
 from .strategy import choose_strategy, make_strategy
+from .writer import STAGING, RunWriter
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
 
@@ -96,10 +97,22 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     data = as_edge_list(data)  # a PyG Data: from_pyg
     _check_custom(custom, config, rt, prepared=data is None and is_prepared(config.edges))
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
-    if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
-        from ..directed.pipeline import train_directed
-        return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test)
-    device, out = _start(config, rt, log)
+    device, writer = _start(config, rt, log, data)
+    try:
+        if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
+            from ..directed.pipeline import train_directed
+            return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test,
+                                  device=device, writer=writer)
+        return _train(config, custom, data, log, rt, on_epoch, test, device, writer)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, on_epoch, test: bool, device,
+           writer: RunWriter | None) -> RunResult | None:
+    """:func:`train` of an undirected graph, once the process is settled and the output directory taken."""
+    out = staging(config, writer)
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
     refuse_unsupported(config, prepared=data is None and is_prepared(config.edges), world_size=rt.world_size)
@@ -119,13 +132,15 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, inputs.x, log, rt,
                                           prepared=inputs.prepared is not None)
     sizes = _Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
+    model = _model(config, sizes, device, custom)
+    if writer is not None:  # the outputs' room, now that their sizes are known: before training, not after
+        writer.check_space(output_bytes(config, model, sizes, graph.weighted), "the run's outputs and checkpoints")
     del graph  # from here on only the training graph is needed
     x = None if placed.shards is not None else as_tensor(inputs.x)  # a prepared graph's features are copied here
     if placed.shards is not None:  # only the shards are kept (rank 0 keeps the held-out edges of the split)
         placed.train_graph = None
         if not rt.is_main:
             inputs = placed.split = None
-    model = _model(config, sizes, device, custom)
     try:  # the tracker gets every epoch's record, the resumed ones first, and is closed even on an error
         tracker.start(resume["history"] if resume else ())
         fitted = _fit(config, model, placed, x, sizes, rt, log, checkpointer, resume, tracker.callback(on_epoch))
@@ -137,7 +152,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     finally:
         tracker.close()
     metrics.update(total_seconds=time.perf_counter() - t_start, processes=rt.world_size, device=str(device))
-    result = _finish(config, model, inputs, csr, placed.split, fitted, metrics, sizes, out, log)
+    result = _finish(config, model, inputs, csr, placed.split, fitted, metrics, sizes, writer, log)
     rt.barrier()  # the others wait here (a rank that tore the group down alone was seen to abort)
     return result
 
@@ -185,17 +200,46 @@ def _config(config: TrainConfig | None, options: dict) -> TrainConfig:
     return config
 
 
-def _start(config: TrainConfig, runtime: Local, log) -> tuple[torch.device, Path | None]:
+def _start(config: TrainConfig, runtime: Local, log, data) -> tuple[torch.device, RunWriter | None]:
     """Settle the process before any work: its threads, the device (a missing GPU is a user error, before anything
-    is written), the output directory checked, and every rank started with rank 0's settings."""
+    is written), the output directory checked and taken by rank 0 (:class:`gaescale.run.writer.RunWriter`), and
+    every rank started with rank 0's settings."""
     if config.threads:
         torch.set_num_threads(config.threads)
     device = resolve_device(config.device)
-    out = check_out_dir(config.out) if config.out else None
-    if device.type == "cuda":
-        log(f"device: {device} ({torch.cuda.get_device_name(device)})")
-    _same_settings(config, runtime)
-    return device, out
+    writer = None
+    if config.out and runtime.is_main:
+        inputs = [p for p in (config.edges, config.features) if p is not None] if data is None else []
+        writer = RunWriter.open(config.out, overwrite=config.overwrite, resume=config.resume, inputs=inputs, log=log)
+    elif config.out:
+        check_out_dir(config.out)
+    try:
+        if device.type == "cuda":
+            log(f"device: {device} ({torch.cuda.get_device_name(device)})")
+        _same_settings(config, runtime)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        raise
+    return device, writer
+
+
+def staging(config: TrainConfig, writer: RunWriter | None) -> Path | None:
+    """Where this process writes the run until it is committed: the writer's staging directory (rank 0), the same
+    path under ``config.out`` (the other ranks' scratch), or None without an output directory."""
+    if writer is not None:
+        return writer.staging
+    return None if config.out is None else Path(config.out) / STAGING
+
+
+def output_bytes(config: TrainConfig, model: torch.nn.Module, sizes: _Sizes, weighted: bool) -> int:
+    """The bytes a run writes, about: embeddings and ids, graph.npz (none for a prepared graph), the model, and
+    the checkpoints kept (two: the model and Adam's two moments)."""
+    params = sum(p.numel() for p in model.parameters()) * 4
+    n, e = sizes.num_nodes, sizes.num_edges
+    graph = 0 if sizes.prepared is not None else 8 * (n + 1) + (8 if weighted else 4) * 2 * e
+    checkpoints = 2 * 3 * params if config.checkpoint_every else 0
+    return n * (4 * (config.dim or 16) + 4 + 12) + graph + params + checkpoints
 
 
 def _model(config: TrainConfig, sizes: _Sizes, device, custom=None) -> GAE:
@@ -287,16 +331,22 @@ def _evaluate(config: TrainConfig, model: GAE, placed: Placement, fitted: _Fitte
 
 
 def _finish(config: TrainConfig, model: GAE, inputs, csr, split, fitted: _Fitted, metrics: dict, sizes: _Sizes,
-            out: Path | None, log) -> RunResult:
-    """Write the run directory (with ``out``) and the report, log the summary, and return the result."""
+            writer: RunWriter | None, log) -> RunResult:
+    """Write the run directory (with a ``writer``: into its staging directory, then committed) and the report,
+    log the summary, and return the result."""
     embeddings, bias = embeddings_and_bias(model, fitted.z)
-    if out is not None:
-        write_run(out, config, model, inputs, csr, split, embeddings, bias, sizes.num_features, sizes.num_nodes)
+    out = None if writer is None else writer.out
+    if writer is not None:
+        staged = writer.staging
+        write_run(staged, config, model, inputs, csr, split, embeddings, bias, sizes.num_features, sizes.num_nodes)
         metrics["peak_rss_bytes"] = max(metrics["peak_rss_bytes"], peak_rss_bytes())
-        write_json(out / "metrics.json", metrics)
+        if (metrics.get("prepared") or "").startswith(str(staged)):  # the run's own copy, where the commit puts it
+            metrics["prepared"] = str(out) + metrics["prepared"][len(str(staged)):]
+        write_json(staged / "metrics.json", metrics)
         if config.report:
             from .report import write_report
-            write_report(out, log=log)
+            write_report(staged, log=lambda m: log(m.replace(str(staged), str(out))))
+        writer.commit()
     result = fitted.result
     summary = (f"test AUC {_fmt(metrics['test_auc'])}  AP {_fmt(metrics['test_ap'])}  |  "
                f"val AUC {_fmt(metrics['val_auc'])}  |  {metrics['epochs']} epochs (best {result.best_epoch}), "
@@ -388,13 +438,15 @@ def _checkpointing(config: TrainConfig, strategy: str, out: Path | None, csr, x,
     fingerprint = data_fingerprint(*csr, as_array(x)) if runtime.is_main else None
     fingerprint = runtime.gather(fingerprint, waiting=True)[0]
     split = "hashed" if prepared else "random"  # a prepared graph's split (gaescale.split) differs from the other
+    # a finished run's checkpoints, which a resumed run continues from (its own go to the staging directory)
+    finished = [out.parent / "checkpoints"] if out.name == STAGING else []
     ckpt = Checkpointer(out / "checkpoints", config.checkpoint_every,
                         {**config.to_dict(), "strategy": strategy, "split": split},
-                        fingerprint, fresh=not config.resume)
+                        fingerprint, fresh=not config.resume, also=finished)
     if not config.resume:
         return ckpt, None
     # rank 0 reads it and sends it to the others, whose hosts need not see rank 0's OUT
-    state = runtime.on_main(ckpt.load_latest, "the checkpoint to resume")
+    state = runtime.on_main(lambda: ckpt.load_latest(log), "the checkpoint to resume")
     log(f"resuming from {ckpt.last} (epoch {state['epoch']}{', stopped early' if state['stopped'] else ''})")
     return ckpt, state
 

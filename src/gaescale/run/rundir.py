@@ -34,6 +34,7 @@ from ..errors import RunDirError
 from ..graph import Graph
 from ..models import split_bias
 from ..outputs import atomic_write, write_ids, write_json, write_npy, write_npz, write_torch
+from .writer import finish_commit, manifest_sizes, unfinished_epoch
 
 
 @dataclass
@@ -45,14 +46,18 @@ class Run:
         p = Path(path)
         if not p.is_dir():
             raise RunDirError(f"{p}: no such run directory; pass the --out directory of a finished 'gaescale train'.")
-        for name in ("embeddings.npy", "nodes.tsv"):
+        _complete(p)
+        for name in ("embeddings.npy", "nodes.tsv", "config.json"):
             if not (p / name).is_file():
-                raise RunDirError(f"{p}: not a finished gaescale run ({name} is missing); "
+                interrupted = " (an interrupted run's checkpoints are there: --resume continues it)" \
+                    if unfinished_epoch(p) is not None else ""
+                raise RunDirError(f"{p}: not a finished gaescale run ({name} is missing){interrupted}; "
                                   "pass the --out directory of a finished 'gaescale train'.")
         run = cls(p)
         if run.node_ids.size != run.embeddings.shape[0]:
             raise RunDirError(f"{p / 'nodes.tsv'}: has {run.node_ids.size} ids but embeddings.npy has "
                               f"{run.embeddings.shape[0]} rows; the run directory is inconsistent.")
+        _check_sizes(p)
         return run
 
     @cached_property
@@ -230,6 +235,25 @@ class Run:
         return embed(self, edges, features, out=out, ids=ids, header=header, block=block, log=log)
 
 
+def _complete(path: Path) -> None:
+    """Finish a commit into ``path`` that a killed run left half done (:func:`gaescale.run.writer.finish_commit`)."""
+    try:
+        finish_commit(path)
+    except OSError as exc:
+        raise RunDirError(f"{path}: a run's outputs were being moved in when it stopped, and they cannot be moved "
+                          f"now ({exc.strerror or exc}); run any gaescale command on it where it can write.") from None
+
+
+def _check_sizes(path: Path) -> None:
+    """Refuse a run whose files are not those its manifest lists (one replaced or cut short since it finished); a
+    missing one is named where a command needs it (:meth:`Run._file`)."""
+    for name, size in (manifest_sizes(path) or {}).items():
+        f = path / name
+        if size is not None and f.suffix != ".json" and f.is_file() and f.stat().st_size != size:
+            raise RunDirError(f"{f}: has {f.stat().st_size:,} bytes, but the run's manifest.json lists "
+                              f"{size:,}; it was changed after the run finished: train again (with --overwrite).")
+
+
 def embeddings_and_bias(model, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
     """``(embeddings: (N, d), node_bias: (N,) or None)`` float32 of the model's output ``z`` (:func:`split_bias`)."""
     bias = None
@@ -251,30 +275,25 @@ def custom_encoder_name(model) -> str | None:
 
 def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarray,
                bias: np.ndarray | None, num_features: int | None, num_nodes: int) -> None:
-    """The run directory's files but metrics.json and the report (layout: :mod:`gaescale.rundir`), each atomically;
-    an earlier run's files into the same OUT that this run does not write are removed."""
+    """The run directory's files but metrics.json and the report (layout: :mod:`gaescale.rundir`), each atomically,
+    into ``out``: the run's staging directory, which :class:`gaescale.run.writer.RunWriter` commits."""
     write_npy(out / "embeddings.npy", embeddings)
     if bias is not None:
         write_npy(out / "node_bias.npy", bias)
-    else:
-        (out / "node_bias.npy").unlink(missing_ok=True)
     if inputs.prepared is not None:
         with open(inputs.prepared / "nodes.tsv", "rb") as ids:
             atomic_write(out / "nodes.tsv", lambda fh: shutil.copyfileobj(ids, fh))
     else:
         write_ids(out / "nodes.tsv", inputs.node_ids)
     write_torch(out / "model.pt", {"state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
-                                   "config": config.to_dict(), "in_dim": num_features,
+                                   "config": config.model_dict(), "in_dim": num_features,
                                    "num_nodes": int(num_nodes), "gaescale_version": __version__,
                                    "custom_encoder": custom_encoder_name(model)})
-    write_json(out / "config.json", config.to_dict())
+    write_json(out / "config.json", config.model_dict())
     if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
         own = inputs.prepared.resolve().parent == out.resolve()
         write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
-        (out / "graph.npz").unlink(missing_ok=True)
     else:
         write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1], **({"data": csr[2]} if len(csr) > 2 else {}))
-        (out / "graph.json").unlink(missing_ok=True)
-        shutil.rmtree(out / "split", ignore_errors=True)  # a prepared graph's split, of an earlier run
     write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
               test_neg=split.test_neg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 
 from ..config import tagged
 from ..errors import CheckpointError
-from ..outputs import write_torch
+from ..outputs import atomic_write, sha256_of, write_torch
 
 # Fields that change neither the data nor the trajectory of training (the device: float rounding only): a run
 # may resume with other values (the fields marked resumable in gaescale.config).
@@ -69,14 +70,17 @@ def list_checkpoints(directory) -> list[tuple[int, Path]]:
 
 
 class Checkpointer:
-    """Writes a checkpoint every ``every`` epochs into ``directory`` and keeps the last ``keep``.
+    """Writes a checkpoint every ``every`` epochs into ``directory`` and keeps the last ``keep``, each with its
+    SHA-256 beside it (``epoch-000010.pt.sha256``). ``also``: more directories that :meth:`load_latest` searches
+    (a finished run's checkpoints, which a resumed run replaces).
 
     With ``fresh``, checkpoints of an earlier run in the same directory are removed on the first save.
     """
 
     def __init__(self, directory, every: int, config: dict[str, Any], data_hash: str, *, keep: int = 2,
-                 fresh: bool = True):
+                 fresh: bool = True, also=()):
         self.directory, self.every, self.keep, self.fresh = Path(directory), int(every), keep, fresh
+        self.also = [Path(d) for d in also]
         self.meta = {"config_hash": config_hash(config), "config": hashed_config(config), "data_hash": data_hash}
         existing = list_checkpoints(self.directory)
         self.last: Path | None = None if fresh or not existing else existing[-1][1]
@@ -85,7 +89,9 @@ class Checkpointer:
         return self.every > 0 and epoch % self.every == 0
 
     def save(self, epoch: int, state: dict[str, Any]) -> Path:
-        path = write_torch(self.directory / f"epoch-{epoch:06d}.pt", {**state, **self.meta, "epoch": epoch})
+        path = self.directory / f"epoch-{epoch:06d}.pt"
+        digest = write_torch(path, {**state, **self.meta, "epoch": epoch})
+        atomic_write(_sidecar(path), lambda fh: fh.write(f"{digest}  {path.name}\n".encode()))
         found = list_checkpoints(self.directory)
         if self.fresh:  # files of an earlier run in this directory: not ours to keep or resume from
             stale, self.fresh = [p for _, p in found if p != path], False
@@ -93,25 +99,44 @@ class Checkpointer:
             stale = [p for _, p in found[:-self.keep]]
         for p in stale:
             p.unlink(missing_ok=True)
+            _sidecar(p).unlink(missing_ok=True)
         self.last = path
         return path
 
-    def load_latest(self) -> dict[str, Any]:
-        """The newest checkpoint, checked against this run's configuration and graph."""
-        found = list_checkpoints(self.directory)
+    def load_latest(self, log=None) -> dict[str, Any]:
+        """The newest readable checkpoint, checked against this run's configuration and graph. An unreadable one
+        (empty, truncated, not the bytes its checksum names) is reported through ``log`` and the one before it
+        used; only when none is usable is this an error, naming each."""
+        found = sorted({p.name: (e, p) for d in [*reversed(self.also), self.directory]
+                        for e, p in list_checkpoints(d)}.values())  # a name in ``directory`` wins over ``also``'s
+        named = (self.also or [self.directory])[-1]
         if not found:
-            raise CheckpointError(f"{self.directory}: no checkpoint to resume from; run without --resume "
+            raise CheckpointError(f"{named}: no checkpoint to resume from; run without --resume "
                                   "to start afresh.")
-        return self.load(found[-1][1])
+        failed = []
+        for _, path in reversed(found):
+            try:
+                state = self.load(path)
+            except UnreadableCheckpoint as exc:
+                failed.append(str(exc))
+                if log is not None:
+                    log(f"{exc}: trying the checkpoint before it")
+                continue
+            if path.parent != self.directory:  # the run's checkpoints start from the one it resumed
+                self.last = _adopt(path, self.directory)
+            return state
+        raise CheckpointError(f"no readable checkpoint to resume from: {'; '.join(failed)}; run without --resume "
+                              "(or with --overwrite) to start afresh.")
 
     def load(self, path) -> dict[str, Any]:
         path = Path(path)
+        check_sum(path)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types for truncated or foreign files
-            raise CheckpointError(f"{path}: not a readable gaescale checkpoint ({type(exc).__name__}: "
-                                  f"{str(exc).splitlines()[0][:200]}); delete it to resume from the one "
-                                  "before.") from None
+            reason = (str(exc).splitlines() or [""])[0][:200]
+            raise UnreadableCheckpoint(f"{path}: not a readable gaescale checkpoint ({type(exc).__name__}: "
+                                       f"{reason})") from None
         if not isinstance(state, dict) or "config_hash" not in state or "epoch" not in state:
             raise CheckpointError(f"{path}: not a gaescale checkpoint (no config hash or epoch).")
         if state["config_hash"] != self.meta["config_hash"]:
@@ -126,3 +151,35 @@ class Checkpointer:
                                   "with the same input files, or train without --resume into another --out.")
         self.last = path
         return state
+
+
+class UnreadableCheckpoint(CheckpointError):
+    """A checkpoint file that cannot be read (empty, truncated, damaged): ``--resume`` falls back to the one before."""
+
+
+def _adopt(path: Path, directory: Path) -> Path:
+    """``path`` (and its checksum) in ``directory`` too: a hard link where the file system allows, else a copy."""
+    import shutil
+    directory.mkdir(parents=True, exist_ok=True)
+    for src in (path, _sidecar(path)):
+        if src.is_file() and not (directory / src.name).exists():
+            try:
+                os.link(src, directory / src.name)
+            except OSError:
+                shutil.copy2(src, directory / src.name)
+    return directory / path.name
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def check_sum(path: Path) -> None:
+    """Refuse a checkpoint whose bytes are not those its ``.sha256`` names (a checkpoint without one, of an earlier
+    version or of a run killed between the two writes, is taken as it is)."""
+    side = _sidecar(path)
+    if not side.is_file():
+        return
+    expected = side.read_text().split()[:1]
+    if expected and sha256_of(path) != expected[0]:
+        raise UnreadableCheckpoint(f"{path}: its bytes do not match its checksum ({side.name}): the file was damaged")
