@@ -8,8 +8,9 @@ its arrays may be compressed). Its ``kind`` says what the columns hold:
 - ``int``: integer ids (int64 arrays), to be mapped to ``0..N-1``;
 - ``str``: string ids (object arrays of ``str``), to be mapped to ``0..N-1``.
 
-The kind is decided on the first chunk (``ids='auto'``: integers when most ids of that chunk are) and
-held for the whole file; a later chunk that does not fit it is an error naming its line or row.
+The kind is decided on the first chunk (``ids='auto'``: integers when most ids of that chunk are and all fit
+in int64, else strings) and held for the whole file; a later chunk that does not fit it is an error naming
+its line or row. String ids lose their surrounding whitespace.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..errors import InputFileError
 from .readers import (
+    BeyondInt64,
     _as_ids,
     _data_lines,
     _diagnose_text,
@@ -27,9 +29,11 @@ from .readers import (
     as_indices,
     check_file,
     check_index_dtype,
+    gzip_errors,
     integer_ids,
     mostly_integers,
     sniff_text,
+    strip_ids,
 )
 
 Columns = tuple[np.ndarray, np.ndarray]
@@ -119,6 +123,10 @@ class EdgeChunks:
             start += batch.num_rows
 
     def _text(self) -> Iterator[Columns]:
+        with gzip_errors(self.path):
+            yield from self._text_chunks()
+
+    def _text_chunks(self) -> Iterator[Columns]:
         import pandas as pd
         sep, has_header = sniff_text(self.path, self.header)
         start = 0
@@ -140,23 +148,39 @@ class EdgeChunks:
 
     def _typed(self, cols: list[np.ndarray], names, line_of) -> Columns:
         """The chunk's two columns as int64 (kind int) or str objects (kind str); the first chunk of
-        ``ids='auto'`` decides the kind."""
+        ``ids='auto'`` decides the kind (strings where an integer id is beyond int64: the passes after this one
+        read them as written)."""
         if self.kind is None:
             numeric = all(c.dtype.kind in "iuf" for c in cols)
             if numeric:
-                self.kind = "int"
+                kind = "int"
             else:
-                sample = np.concatenate([c[:100_000] for c in cols])  # the first rows of both columns
-                self.kind = "int" if mostly_integers(sample, head=sample.size) else "str"
+                sample = np.concatenate([strip_ids(c[:100_000]) for c in cols])  # the first rows of both columns
+                kind = "int" if mostly_integers(sample, head=sample.size) else "str"
+            if kind == "int":
+                try:
+                    out = self._ints(cols, names, line_of, "auto")
+                except BeyondInt64:
+                    kind = "str"
+                else:
+                    self.kind = kind
+                    return out
+            self.kind = kind
         if self.kind == "str":
-            return tuple(np.asarray(c.astype(str), dtype=object) if c.dtype.kind != "O" else c for c in cols)
+            return tuple(strip_ids(np.asarray(c.astype(str), dtype=object) if c.dtype.kind != "O" else c)
+                         for c in cols)
+        return self._ints(cols, names, line_of, "int")
+
+    def _ints(self, cols: list[np.ndarray], names, line_of, ids: str) -> Columns:
+        """The chunk's two columns as int64 ids; an id beyond int64 raises :class:`BeyondInt64` (``ids='auto'``)
+        or the error naming its line."""
         out = []
         for c, name in zip(cols, names):
             if c.dtype.kind == "O":
                 hint = ("" if self.ids == "int"
                         else " (the first rows hold integer ids; pass --ids str to read all as strings)")
-                c = integer_ids(self.path, c, name, line_of, hint)
-            out.append(_as_ids(self.path, c, "int", name, line_of))
+                c = integer_ids(self.path, strip_ids(c), name, line_of, hint, ids=ids)
+            out.append(_as_ids(self.path, c, ids, name, line_of))
         return out[0], out[1]
 
     def _line(self, has_header: bool, row: int) -> int | None:

@@ -7,6 +7,8 @@ import numpy as np
 
 from ..errors import InputFileError
 from .readers import (
+    _INT,
+    BeyondInt64,
     EdgeList,
     _as_ids,
     _data_lines,
@@ -15,8 +17,13 @@ from .readers import (
     _suffix,
     check_features,
     check_file,
+    gzip_errors,
     sniff_text,
 )
+
+# The id column's name in a header line whose feature columns are named 0, 1, ... (pandas' df.to_csv() of a
+# frame with default column names: the index's name, or nothing for an unnamed index).
+INDEX_NAMES = {"", "id", "ids", "node", "node_id", "nodeid", "index", "unnamed: 0"}
 
 
 def _is_number(token: str) -> bool:
@@ -27,10 +34,29 @@ def _is_number(token: str) -> bool:
         return False
 
 
+def is_header(tokens: list[str], next_id: str | None) -> bool:
+    """Whether the first line of a feature table, split into ``tokens``, is a header: its feature columns are not
+    all numbers, or they are pandas' default names ``0, 1, ..., F-1`` (``df.to_csv()``) after the id column's name
+    (``id``, nothing, ``Unnamed: 0``...) or after a non-integer above an integer id (``next_id``, the first token of
+    the next line)."""
+    if not all(_is_number(t) for t in tokens[1:]):
+        return True
+    first, names = tokens[0], tokens[1:]
+    if names != [str(i) for i in range(len(names))] or _INT.match(first):
+        return False
+    return first.lower() in INDEX_NAMES or (next_id is not None and bool(_INT.match(next_id)))
+
+
 def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
     """``(ids or None, x: (rows, F) float32)``. ``.npy``/``.npz`` give rows in node order (ids None);
-    CSV/TSV/Parquet give the id in the first column and features in the rest."""
+    CSV/TSV/Parquet give the id in the first column and features in the rest (a Parquet file written by pandas:
+    its index, when it is not the default 0..rows-1)."""
     p = check_file(path)
+    with gzip_errors(p):
+        return _read_feature_table(p)
+
+
+def _read_feature_table(p: Path) -> tuple[np.ndarray | None, np.ndarray]:
     ext = _suffix(p)
     if ext in ("npy", "npz"):
         try:
@@ -47,17 +73,27 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
             raise InputFileError(p, f"not a readable .{ext} array ({type(exc).__name__}: {exc}).") from None
         return None, check_features(p, loaded)
     if ext in ("parquet", "pq"):
+        import pandas as pd
         import pyarrow.parquet as pq
         try:
             df = pq.read_table(p).to_pandas()
         except Exception as exc:
             raise InputFileError(p, f"not a readable Parquet file ({type(exc).__name__}: {exc}).") from None
+        if not isinstance(df.index, pd.RangeIndex) or df.index.name is not None:
+            df = df.reset_index()  # pandas' df.to_parquet() kept the index (the ids) apart from the columns
+        line_of = None
     else:
         import pandas as pd
         sep, _ = sniff_text(p, "no")
-        first = next(_data_lines(p))[1]
-        # Feature values are numbers, so a first line with a non-number among them is a header.
-        has_header = not all(_is_number(t) for t in _split(first, sep)[1:])
+        head = [text for _, (_, text) in zip(range(2), _data_lines(p))]
+        # Feature values are numbers, so a first line with a non-number among them is a header (or pandas' header).
+        has_header = is_header(_split(head[0], sep), _split(head[1], sep)[0] if len(head) > 1 else None)
+        lines = None
+
+        def line_of(i):
+            nonlocal lines
+            lines = lines or _line_numbers(p, has_header)
+            return lines[i]
         try:
             df = pd.read_csv(p, sep=sep or r"\s+", header=0 if has_header else None, comment="#")
         except (pd.errors.ParserError, ValueError) as exc:
@@ -70,12 +106,22 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
                                      line=_line_numbers(p, has_header)[row], field=str(c))
     if df.shape[1] < 2:
         raise InputFileError(p, f"expected an id column and at least one feature column. Got {df.shape[1]} column(s).")
-    ids = _as_ids(p, df.iloc[:, 0].to_numpy(), "auto", str(df.columns[0]))
+    column, name = df.iloc[:, 0].to_numpy(), str(df.columns[0])
+    hint = " (most ids in the first column are integers)"
+    try:
+        ids = _as_ids(p, column, "auto", name, line_of, hint=hint)
+    except BeyondInt64:  # integer ids beyond int64: strings
+        ids = _as_ids(p, column, "str", name, line_of)
     values = df.iloc[:, 1:]
     for c in values.columns:
         if values[c].dtype.kind not in "iufb":
             raise InputFileError(p, f"feature values must be numeric. Got {values[c].dtype} values.", field=str(c))
     return ids, check_features(p, values.to_numpy())
+
+
+def _plain(v):
+    """A NumPy scalar as the Python value (its repr ``10``, ``'a'``, not ``np.int64(10)``)."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def attach_features(edges: EdgeList, path) -> EdgeList:
@@ -117,12 +163,13 @@ def _attach_keyed(edges: EdgeList, p: Path, ids: np.ndarray, x: np.ndarray) -> E
     import pandas as pd
     uniq, counts = np.unique(ids.astype(str), return_counts=True)
     if (counts > 1).any():
-        raise InputFileError(p, f"node id {uniq[counts > 1][0]!r} has more than one feature row.")
+        raise InputFileError(p, f"node id {_plain(uniq[counts > 1][0])!r} has more than one feature row.")
     index = pd.Index(ids)
     pos = index.get_indexer(graph_ids)
     if (pos < 0).any():
         missing = graph_ids[pos < 0]
-        raise InputFileError(p, f"{missing.size} node(s) of the edge list have no feature row, e.g. id {missing[0]!r}.")
+        raise InputFileError(p, f"{missing.size} node(s) of the edge list have no feature row, e.g. id "
+                                f"{_plain(missing[0])!r}.")
     extra = np.setdiff1d(np.arange(len(ids)), pos)  # feature rows for nodes without edges: isolated nodes
     node_ids = np.concatenate([graph_ids, ids[extra]]) if extra.size else graph_ids
     x_all = np.concatenate([x[pos], x[extra]]) if extra.size else x[pos]

@@ -7,7 +7,12 @@ contiguous indices ``0..N-1`` and the original ids kept in :class:`EdgeList.node
 from __future__ import annotations
 
 import gzip
+import math
 import re
+import stat
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +24,13 @@ from . import weights
 HEADER_WORDS = {"src", "dst", "source", "target", "from", "to", "node1", "node2", "head", "tail", "id1", "id2",
                 "source_id", "target_id", "src_id", "dst_id", "node", "neighbor", "neighbour", "u", "v"}
 _INT = re.compile(r"^[+-]?\d+$")
+INT64_MAX = int(np.iinfo(np.int64).max)
+# The largest node count: the pair keys u * N + v that deduplicate edges (graph.canonical_edges, prepare) fit in int64.
+MAX_NODES = math.isqrt(INT64_MAX)
+# An .npy/.npz edge list whose largest index makes more than SPARSE_NODES nodes and more than SPARSE_RATIO nodes per
+# edge (most of them without an edge) holds ids, not indices 0..N-1: refused (check_node_count) rather than
+# allocating O(N) for nodes that do not exist.
+SPARSE_NODES, SPARSE_RATIO = 1 << 24, 32
 
 
 @dataclass
@@ -35,14 +47,46 @@ class EdgeList:
 
 
 def check_file(path) -> Path:
+    """``path`` as a Path, or the error that says why it cannot be read as an input file: missing, a directory, a
+    pipe (read only once, and gaescale reads its inputs more than once), empty, or a ``.gz`` that is not gzip."""
     p = Path(path)
     if not p.exists():
         raise InputFileError(p, "no such file.")
     if p.is_dir():
         raise InputFileError(p, "is a directory, expected a file.")
-    if p.stat().st_size == 0:
+    st = p.stat()
+    if stat.S_ISFIFO(st.st_mode):
+        raise InputFileError(p, "is a pipe (e.g. <(...) or a named pipe), which can be read only once, and gaescale "
+                                "reads an input file more than once: write it to a file first.")
+    if st.st_size == 0:
         raise InputFileError(p, "the file is empty.")
+    if _is_gz(p):
+        with open(p, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                raise InputFileError(p, "not a valid gzip file (its name ends in .gz but it is not gzip-compressed); "
+                                        "rename it without .gz if it is plain text.")
     return p
+
+
+def _is_gz(p: Path) -> bool:
+    return p.name.lower().endswith(".gz")
+
+
+@contextmanager
+def gzip_errors(p: Path) -> Iterator[None]:
+    """Reading ``p``: a ``.gz`` file found truncated or corrupt while it is decompressed (by pandas or
+    :func:`_open_text`) is an :class:`InputFileError`, not a traceback."""
+    try:
+        yield
+    except EOFError:
+        if not _is_gz(p):
+            raise
+        raise InputFileError(p, "truncated gzip file: the compressed data ends before the end of its stream (an "
+                                "interrupted download or copy?); compress or fetch it again.") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        if not _is_gz(p):
+            raise
+        raise InputFileError(p, f"not a valid gzip file ({exc}); compress or fetch it again.") from None
 
 
 def _suffix(p: Path) -> str:
@@ -68,8 +112,16 @@ def read_edges(path, *, ids: str = "auto", header: str = "auto", weighted: bool 
     if ext == "npz":
         return _read_npz(p, weighted)
     if ext in ("parquet", "pq"):
-        return _read_parquet(p, ids, weighted, weight_column)
-    return _read_text(p, ids, header, weighted, weight_column)
+        def read(ids_):
+            return _read_parquet(p, ids_, weighted, weight_column)
+    else:
+        def read(ids_):
+            return _read_text(p, ids_, header, weighted, weight_column)
+    with gzip_errors(p):
+        try:
+            return read(ids)
+        except BeyondInt64:  # ids='auto' met an integer id beyond int64: all ids are strings, as written
+            return read("str")
 
 
 # ---------------------------------------------------------------- binary formats (ids are indices)
@@ -95,12 +147,16 @@ def _read_npz(p: Path, weighted: bool = False) -> EdgeList:
         if nn_.size != 1 or not np.issubdtype(nn_.dtype, np.integer) or int(nn_.reshape(-1)[0]) < 1:
             raise InputFileError(p, f"'num_nodes' must be one integer >= 1. Got {nn_.tolist()!r}.", field="num_nodes")
         n = int(nn_.reshape(-1)[0])
+        if n > MAX_NODES:
+            raise InputFileError(p, f"'num_nodes' is {n:,}, more than the {MAX_NODES:,} nodes gaescale can index "
+                                    "(node pair keys u * N + v must fit in 64 bits).", field="num_nodes")
     x = arrays.get("x")
     if x is not None:
         x = check_features(p, x, field="x")
-    if n is None and x is not None:
+    x_rows = n is None and x is not None  # the graph has one node per row of 'x'
+    if x_rows:
         n = x.shape[0]
-    el = _from_index_array(p, arrays["edge_index"], n, field="edge_index")
+    el = _from_index_array(p, arrays["edge_index"], n, field="edge_index", x_rows=x_rows)
     if x is not None and x.shape[0] != el.num_nodes:
         raise InputFileError(p, f"'x' has {x.shape[0]} rows but the graph has {el.num_nodes} nodes.", field="x")
     el.x = x
@@ -138,7 +194,10 @@ def as_indices(p: Path, a: np.ndarray, field: str | None = None) -> np.ndarray:
     return np.asarray(a, np.int64)
 
 
-def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str | None = None) -> EdgeList:
+def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str | None = None,
+                      x_rows: bool = False) -> EdgeList:
+    """``a``: ``(2, E)`` or ``(E, 2)`` node indices; ``num_nodes``: given (``x_rows``: the rows of the .npz's 'x'),
+    or None for the largest index + 1."""
     check_index_dtype(p, a, field)
     if a.ndim != 2 or 2 not in a.shape:
         raise InputFileError(p, f"expected shape (2, E) or (E, 2). Got {a.shape}.", field=field)
@@ -150,13 +209,47 @@ def _from_index_array(p: Path, a: np.ndarray, num_nodes: int | None, field: str 
         col = int(np.argmax((ei < 0).any(axis=0)))
         raise InputFileError(p, f"node indices must be >= 0. Got {lo} (edge {col}).", field=field)
     n = hi + 1 if num_nodes is None else num_nodes
+    if hi >= n and x_rows:
+        raise InputFileError(p, f"expected one feature row per node: at least {hi + 1} rows ('edge_index' holds node "
+                                f"indices up to {hi}). Got {n} rows.", field="x")
     if hi >= n:
         col = int(np.argmax((ei >= n).any(axis=0)))
         raise InputFileError(p, f"node index {hi} (edge {col}) is out of range for num_nodes={n}.", field=field)
+    check_node_count(p, n, ei.shape[1], inferred=num_nodes is None, field=field)
     return EdgeList(np.ascontiguousarray(ei), n, None, source=str(p))
 
 
+def check_node_count(p: Path, n: int, num_edges: int, *, inferred: bool, field: str | None = None) -> None:
+    """Refuse ``n`` nodes of an .npy/.npz edge list (indices ``0..n-1``) that gaescale cannot index, or, ``inferred``
+    from the largest index, that are mostly not nodes at all (sparse ids in an index array)."""
+    advice = ("(.npy/.npz edges are node indices 0..N-1): if they are ids, write the edges as text (ids are then "
+              "kept as ids and mapped to indices 0..N-1)")
+    if n > MAX_NODES:
+        raise InputFileError(p, f"node indices up to {n - 1} make {n:,} nodes, more than the {MAX_NODES:,} gaescale "
+                                f"can index {advice}.", field=field)
+    if inferred and n > SPARSE_NODES and n > SPARSE_RATIO * num_edges:
+        raise InputFileError(p, f"node indices up to {n - 1} make {n:,} nodes for {num_edges:,} edges, most of them "
+                                f"without an edge {advice}; or store num_nodes in an .npz to keep them all.",
+                             field=field)
+
+
 # ---------------------------------------------------------------- tables with ids
+
+class BeyondInt64(Exception):
+    """An integer id that does not fit in int64, met with ``ids='auto'``: the caller reads the ids again as
+    strings (as with ``ids='str'``), never as wrapped-around integers."""
+
+
+WIDE = ("expected an integer node id within 64 bits (-9223372036854775808 to 9223372036854775807). Got {!r}; pass "
+        "ids='str' / --ids str to read the ids as strings")
+
+
+def too_wide(p: Path, text, ids: str, name: str, line: int | None) -> None:
+    """Raise for the integer id ``text`` beyond int64: :class:`BeyondInt64` with ``ids='auto'``, else the error."""
+    if ids == "auto":
+        raise BeyondInt64(text)
+    raise InputFileError(p, WIDE.format(str(text)) + ".", line=line, field=name)
+
 
 def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Contiguous indices for integer ids in ``src`` and ``dst`` (sorted): ``(edge_index (2, E), node_ids (N,))``."""
@@ -164,12 +257,32 @@ def map_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inv.reshape(2, -1).astype(np.int64), uniq
 
 
-def _encode_strings(p: Path, arrs: list) -> EdgeList:
-    """String ids (two Arrow arrays) to indices by Arrow's dictionary encoding, in order of first
-    appearance: sources, then targets. nodes.tsv holds one id per line, so tabs and line breaks are refused."""
+def strip_ids(s: np.ndarray) -> np.ndarray:
+    """Text ids (an object array of ``str``, or of anything ``str`` names) without surrounding whitespace: ``' a '``
+    and ``'a'`` are one node."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    enc = pa.concat_arrays([a.cast(pa.large_string()) for a in arrs]).dictionary_encode()
+    try:
+        a = pa.array(s, pa.large_string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid):  # not all str (pandas' Python ints beyond 64 bits)
+        a = pa.array([str(v) for v in s], pa.large_string())
+    return np.asarray(pc.utf8_trim_whitespace(a).to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _encode_strings(p: Path, arrs: list, names=("source", "target"), line_of=None) -> EdgeList:
+    """String ids (two Arrow arrays) to indices by Arrow's dictionary encoding, in order of first
+    appearance: sources, then targets. Surrounding whitespace is not part of an id; nodes.tsv holds one id
+    per line, so tabs and line breaks within an id are refused, and so is an id of only whitespace."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    arrs = [pc.utf8_trim_whitespace(a.cast(pa.large_string())) for a in arrs]
+    for a, name in zip(arrs, names):
+        empty = pc.equal(a, "")
+        if pc.any(empty).as_py():
+            i = int(np.argmax(empty.to_numpy(zero_copy_only=False)))
+            raise InputFileError(p, "missing node id (only whitespace).", line=line_of(i) if line_of else None,
+                                 field=name)
+    enc = pa.concat_arrays(arrs).dictionary_encode()
     bad = pc.match_substring_regex(enc.dictionary, r"[\t\n\r]")
     if pc.any(bad).as_py():
         i = int(np.argmax(bad.to_numpy(zero_copy_only=False)))
@@ -180,23 +293,34 @@ def _encode_strings(p: Path, arrs: list) -> EdgeList:
     return EdgeList(inv.reshape(2, -1), len(node_ids), node_ids, source=str(p))
 
 
-def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None) -> np.ndarray:
-    """Coerce a parsed id column to int64 or str objects, following ``ids`` (auto/int/str)."""
+def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None, hint: str | None = None) -> np.ndarray:
+    """Coerce a parsed id column to int64 or str objects, following ``ids`` (auto/int/str). An integer beyond int64
+    raises :class:`BeyondInt64` (auto) or the error (int); ``hint``: what to say after a non-integer id among
+    integers (default: pass ids='str')."""
+
+    def line(i):
+        return line_of(i) if line_of else None
     if col.dtype.kind in "iu":
-        return col.astype(np.int64) if ids != "str" else col.astype(str).astype(object)
+        if ids == "str":
+            return col.astype(str).astype(object)
+        if col.dtype.kind == "u" and col.size and int(col.max()) > INT64_MAX:
+            i = int(np.argmax(col > INT64_MAX))
+            too_wide(p, str(col[i]), ids, name, line(i))
+        return col.astype(np.int64)
     if col.dtype.kind == "f":
-        bad = ~np.isfinite(col) | (col != np.round(col))
+        bad = ~np.isfinite(col) | (col != np.round(col)) | (np.abs(col) >= 2.0 ** 63)
         if bad.any():
             i = int(np.argmax(bad))
             raise InputFileError(p, f"node id {col[i].item()!r} is not an integer or a string id.",
-                                 line=line_of(i) if line_of else None, field=name)
+                                 line=line(i), field=name)
         return col.astype(np.int64) if ids != "str" else col.astype(np.int64).astype(str).astype(object)
-    s = np.asarray(col, dtype=object)  # parsed text: str objects already
+    s = strip_ids(np.asarray(col, dtype=object))  # parsed text (str objects), or pandas' Python ints beyond 64 bits
     if ids == "str":
         return s
     if ids == "int" or mostly_integers(s):
-        hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
-        return integer_ids(p, s, name, line_of, hint)
+        if hint is None:
+            hint = "" if ids == "int" else " (most ids are integers; pass ids='str' / --ids str to read all as strings)"
+        return integer_ids(p, s, name, line_of, hint, ids=ids)
     return s
 
 
@@ -206,14 +330,19 @@ def mostly_integers(values: np.ndarray, head: int = 100_000) -> bool:
     return bool(len(first)) and float(np.mean([bool(_INT.match(str(v))) for v in first])) > 0.5
 
 
-def integer_ids(p: Path, s: np.ndarray, name: str, line_of=None, hint: str = "") -> np.ndarray:
-    """Text ids ``s`` that must all be integers, as int64; else an error naming the first that is not."""
+def integer_ids(p: Path, s: np.ndarray, name: str, line_of=None, hint: str = "", ids: str = "int") -> np.ndarray:
+    """Text ids ``s`` that must all be integers, as int64; else an error naming the first that is not. One beyond
+    int64 raises :class:`BeyondInt64` with ``ids='auto'``, else the error naming it."""
     full = np.fromiter((bool(_INT.match(str(v))) for v in s), bool, len(s))
     if not full.all():
         i = int(np.argmin(full))
         raise InputFileError(p, f"expected an integer node id. Got {s[i]!r}{hint}.",
                              line=line_of(i) if line_of else None, field=name)
-    return s.astype(np.int64)
+    try:
+        return s.astype(np.int64)
+    except OverflowError:
+        i = next(k for k, v in enumerate(s) if not -INT64_MAX - 1 <= int(v) <= INT64_MAX)
+        too_wide(p, s[i], ids, name, line_of(i) if line_of else None)
 
 
 def _read_parquet(p: Path, ids: str, weighted: bool = False, weight_column: str | None = None) -> EdgeList:
@@ -242,24 +371,24 @@ def _read_parquet(p: Path, ids: str, weighted: bool = False, weight_column: str 
     return el
 
 
-def _mapped(p: Path, cols: list[np.ndarray]) -> EdgeList:
+def _mapped(p: Path, cols: list[np.ndarray], names=("source", "target"), line_of=None) -> EdgeList:
     """Index an edge list whose id columns are int64 or str-object arrays (mixed columns become strings)."""
     if cols[0].dtype.kind in "iu" and cols[1].dtype.kind in "iu":
         ei, node_ids = map_ids(cols[0], cols[1])
         return EdgeList(ei, len(node_ids), node_ids, source=str(p))
     import pyarrow as pa
-    return _encode_strings(p, [pa.array(c.astype(str)) for c in cols])
+    return _encode_strings(p, [pa.array(c.astype(str)) for c in cols], names, line_of)
 
 
 # ---------------------------------------------------------------- text
 
 def _open_text(p: Path):
-    return gzip.open(p, "rt", errors="replace") if p.name.lower().endswith(".gz") else open(p, errors="replace")
+    return gzip.open(p, "rt", errors="replace") if _is_gz(p) else open(p, errors="replace")
 
 
 def _data_lines(p: Path):
     """Yield ``(line_number, tokens_line)`` for non-blank lines with comments stripped."""
-    with _open_text(p) as fh:
+    with gzip_errors(p), _open_text(p) as fh:
         for no, line in enumerate(fh, 1):
             line = line.split("#", 1)[0].strip()
             if line:
@@ -344,11 +473,11 @@ def _read_text(p: Path, ids: str, header: str, weighted: bool = False, weight_co
 
     w = None if wcol is None else _text_weights(p, w_raw, sep, has_header, wcol, weight_column, line_of)
     names = ("source", "target")
-    if all(df[c].dtype.kind not in "iuf" for c in (0, 1)):
+    if all(df[c].dtype.kind not in "iuf" for c in (0, 1)) and not any(_wide_ints(df[c]) for c in (0, 1)):
         import pyarrow as pa
         el = _text_ids(p, [pa.array(df[c]) for c in (0, 1)], ids, names, line_of)
     else:
-        el = _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)])
+        el = _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)], names, line_of)
     el.edge_weight = w
     return el
 
@@ -375,13 +504,21 @@ def _text_weights(p: Path, raw: np.ndarray, sep, has_header: bool, wcol: int, we
     return weights.text_weights(p, raw, field, line_of, token_of)
 
 
+def _wide_ints(column) -> bool:
+    """Whether pandas parsed a text id column as Python ints (an object column: integers beyond 64 bits)."""
+    import pandas as pd
+    return column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) in ("integer", "mixed-integer")
+
+
 def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
-    """Both id columns as Arrow strings: integer ids when they all look like integers (``ids`` auto/int),
-    else string ids (:func:`_encode_strings`)."""
+    """Both id columns as Arrow strings (surrounding whitespace dropped): integer ids when they all look like
+    integers (``ids`` auto/int), else string ids (:func:`_encode_strings`). An integer beyond int64 raises
+    :class:`BeyondInt64` (auto) or the error naming it (int)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     # pandas hands long columns over as several chunks
     arrs = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrs]
+    arrs = [pc.utf8_trim_whitespace(a.cast(pa.large_string())) for a in arrs]
     if ids != "str":
         is_int = [pc.match_substring_regex(a, r"^[+-]?\d+$") for a in arrs]
         share = sum(pc.sum(m).as_py() or 0 for m in is_int) / (2 * len(arrs[0]))
@@ -393,5 +530,10 @@ def _text_ids(p: Path, arrs: list, ids: str, names, line_of) -> EdgeList:
                             else " (most ids are integers; pass ids='str' / --ids str to read all as strings)")
                     raise InputFileError(p, f"expected an integer node id. Got {col[i].as_py()!r}{hint}.",
                                          line=line_of(i), field=name)
-            return _mapped(p, [pc.cast(a, pa.int64()).to_numpy() for a in arrs])
-    return _encode_strings(p, arrs)
+            try:
+                cols = [pc.cast(a, pa.int64()).to_numpy() for a in arrs]
+            except pa.ArrowInvalid:  # beyond int64, or a '+' sign Arrow does not parse: NumPy converts, or says which
+                cols = [integer_ids(p, np.asarray(a.to_numpy(zero_copy_only=False), dtype=object), name, line_of,
+                                    ids=ids) for a, name in zip(arrs, names)]
+            return _mapped(p, cols)
+    return _encode_strings(p, arrs, names, line_of)
