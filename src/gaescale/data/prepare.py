@@ -13,12 +13,17 @@ edges themselves go through temporary files in DIR: (1) read the ids (sorted int
 degrees; (3) scatter both directions into row-range buckets of at most ``chunk`` entries (ranges from
 the degrees); (4) sort and deduplicate each bucket; (5) copy the buckets, in row order, into
 ``indices.npy``. The directory appears (by rename) only when complete.
+
+The work happens in a staging directory beside DIR, ``.DIR.<random>.partial``, whose ``owner`` file names the
+process (host, pid, start time); a prepare killed outright (SIGKILL, a lost machine) leaves it behind, and the
+next ``prepare`` of the same DIR removes it once that process is gone (never one of a live process).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GraphError, InputFileError, OutputError
+from ..errors import GraphError, InputFileError, OutputError, ParameterError
 from ..graph import CleanStats, Graph, row_ranges, sorted_unique
 from ..outputs import write_ids
 from .chunks import EdgeChunks
-from .readers import EdgeList, check_file
+from .readers import EdgeList, check_file, check_node_count
 
 FORMAT, VERSION = "gaescale-csr", 1
 
@@ -100,13 +105,17 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
     ``chunk``: edge rows read at once, and entries per bucket; memory is about ``40 * chunk`` bytes
     plus ``O(N)``. ``made_from`` (:func:`origin`), kept in the manifest, marks a run's own copy."""
     log = log or (lambda m: None)
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ParameterError("chunk", "prepare", "an int >= 1", chunk)
     out = Path(out)
     if out.exists():
         raise OutputError(f"{out}: already exists; 'gaescale prepare' writes a new directory (remove it or "
                           "choose another --out).")
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(out, log)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
+        (work / OWNER).write_text(json.dumps(_this_process()) + "\n")
         t = time.perf_counter()
         reader = EdgeChunks(edges, ids=ids, header=header, rows=chunk)
         node_ids, n = _node_ids(reader)
@@ -135,6 +144,7 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
                         stats=dict(rows=stats.rows, self_loops=stats.self_loops, duplicates=stats.duplicates),
                         **({} if made_from is None else {"origin": made_from}))
         (work / "graph.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (work / OWNER).unlink()
         os.replace(work, out)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -142,15 +152,73 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
     return open_prepared(out)
 
 
+OWNER = "owner"  # in a staging directory: the process writing it (_this_process)
+STALE_UNOWNED_S = 60  # a staging directory without an owner file this old was left by a process killed at once
+
+
+def _this_process() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
+
+
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, Linux's /proc), to tell it from a later process given
+    the same pid; None where that is not known."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _is_alive(owner: dict) -> bool:
+    """Whether the process of a staging directory's ``owner`` record may still be running (yes when unsure: a
+    record of another host, or one that cannot be read)."""
+    try:
+        pid, host, start = int(owner["pid"]), owner["host"], owner.get("start")
+    except (KeyError, TypeError, ValueError):
+        return True
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return start is None or _start_time(pid) in (None, start)  # else the pid was given to a later process
+
+
+def remove_stale(out: Path, log: Callable[[str], None]) -> None:
+    """Remove the staging directories of ``out`` left by a ``prepare`` that was killed (SIGKILL, a lost machine):
+    those whose owner process is gone, never one of a live process."""
+    prefix = f".{out.name}."
+    for work in sorted(out.parent.iterdir()):  # not glob: a name may hold '[' or '*'
+        if not (work.name.startswith(prefix) and work.name.endswith(".partial") and work.is_dir()):
+            continue
+        try:
+            owner = json.loads((work / OWNER).read_text())
+        except FileNotFoundError:  # killed between creating it and naming itself, or an older version's
+            owner = None
+            if time.time() - work.stat().st_mtime < STALE_UNOWNED_S:
+                continue
+        except (OSError, ValueError):
+            continue
+        if owner is not None and _is_alive(owner):
+            continue
+        shutil.rmtree(work, ignore_errors=True)
+        who = f"process {owner['pid']}" if owner is not None else "a process"
+        log(f"removed {work}, left by an unfinished 'gaescale prepare' ({who}, no longer running)")
+
+
 def _node_ids(reader: EdgeChunks) -> tuple[np.ndarray | None, int]:
     """Pass 1: the sorted distinct ids (None for node indices) and the node count."""
     if reader.kind == "index":
-        hi = -1
+        hi, rows = -1, 0
         for u, v in reader:
-            hi = max(hi, int(u.max()), int(v.max()))
+            hi, rows = max(hi, int(u.max()), int(v.max())), rows + u.size
         n = reader.num_nodes if reader.num_nodes is not None else hi + 1
         if hi >= n:
             raise InputFileError(reader.path, f"node index {hi} is out of range for num_nodes={n}.")
+        check_node_count(reader.path, n, rows, inferred=reader.num_nodes is None)
         return None, n
     parts, size, uniq = [], 0, None
     for u, v in reader:
@@ -161,6 +229,8 @@ def _node_ids(reader: EdgeChunks) -> tuple[np.ndarray | None, int]:
             parts, size = [], 0
     uniq = _distinct(np.concatenate([uniq] + parts))
     if reader.kind == "str":
+        if uniq.size and uniq[0] == "":  # sorted: an empty id (only whitespace) comes first
+            raise InputFileError(reader.path, "missing node id (only whitespace).")
         bad = next((s for s in uniq if "\t" in s or "\n" in s or "\r" in s), None)
         if bad is not None:
             raise InputFileError(reader.path, f"node id {bad!r} contains a tab or line break; ids must be "
