@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .data.readers import EdgeList
+from .data.readers import MAX_NODES, EdgeList
 from .errors import GaescaleError, ParameterError
 from .graph import Graph
 
@@ -37,13 +37,13 @@ def _shape(a) -> _Got:
     return _Got(f"shape {tuple(a.shape)}")
 
 
-def _array(value, name: str) -> np.ndarray:
+def _array(value, name: str, owner: str = "from_pyg") -> np.ndarray:
     """A tensor or array attribute of a Data as a NumPy array (a CPU copy of a tensor)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
         return value
-    raise ParameterError(name, "from_pyg", "a torch.Tensor or a NumPy array", _Got(type(value).__name__))
+    raise ParameterError(name, owner, "a torch.Tensor or a NumPy array", _Got(type(value).__name__))
 
 
 def is_pyg_data(data) -> bool:
@@ -52,9 +52,80 @@ def is_pyg_data(data) -> bool:
     return data is not None and not isinstance(data, EdgeList) and hasattr(data, "edge_index")
 
 
-def as_edge_list(data) -> EdgeList | None:
-    """``data`` itself (an :class:`EdgeList` or None), or :func:`from_pyg` of a PyG ``Data``."""
-    return from_pyg(data) if is_pyg_data(data) else data
+def as_edge_list(data, owner: str = "train") -> EdgeList | None:
+    """``data`` (``train(data=...)``, ``owner`` the function given it) as an :class:`EdgeList`: None, an
+    :class:`EdgeList` checked (:func:`check_edge_list`), or :func:`from_pyg` of a PyG ``Data``; anything else is
+    refused."""
+    if data is None:
+        return None
+    if isinstance(data, EdgeList):
+        return check_edge_list(data, owner)
+    if is_pyg_data(data):
+        return from_pyg(data)
+    raise ParameterError("data", owner, "an EdgeList (e.g. gaescale.community_graph(...)) or a torch_geometric Data",
+                         _Got(type(data).__name__))
+
+
+def check_edge_list(el: EdgeList, owner: str = "train") -> EdgeList:
+    """``el`` checked as :func:`from_pyg` checks a ``Data`` (each field named ``data.<field>``): ``num_nodes`` an int
+    in ``[1, MAX_NODES]``, ``edge_index: (2, E)`` node indices in ``[0, num_nodes)`` (integers, or floats holding
+    whole numbers), ``x: (num_nodes, F)`` finite, ``edge_weight: (E,)`` finite and >= 0, ``node_ids: (num_nodes,)``.
+    Returns ``el``, or a copy with ``edge_index`` as int64 where it was not."""
+    n = el.num_nodes
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_NODES:
+        raise ParameterError("data.num_nodes", owner, f"an int in [1, {MAX_NODES}]", n)
+    n = int(n)
+    ei = _array(_listed(el.edge_index), "data.edge_index", owner)
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        raise ParameterError("data.edge_index", owner, "a (2, E) array of node indices", _shape(ei))
+    if np.issubdtype(ei.dtype, np.floating):
+        bad = ~np.isfinite(ei) | (ei != np.round(ei))
+        if bad.any():
+            col = int(np.argmax(bad.any(axis=0)))
+            value = ei[:, col][bad[:, col]][0]
+            raise ParameterError("data.edge_index", owner, "whole-number node indices",
+                                 _Got(f"{float(value)!r} at column {col}"))
+    elif not np.issubdtype(ei.dtype, np.integer):
+        raise ParameterError("data.edge_index", owner, "a (2, E) array of integer node indices",
+                             _Got(f"dtype {ei.dtype}"))
+    if ei.size and (ei.min() < 0 or ei.max() >= n):
+        raise ParameterError("data.edge_index", owner, f"node indices in [0, num_nodes={n})",
+                             _Got(f"indices from {_index(ei.min())} to {_index(ei.max())}"))
+    ei = np.ascontiguousarray(ei, dtype=np.int64)
+    if el.x is not None:
+        x = _array(_listed(el.x), "data.x", owner)
+        if x.ndim != 2 or x.shape[0] != n or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+            raise ParameterError("data.x", owner, f"(num_nodes={n}, F) numeric features, one row per node",
+                                 _Got(f"shape {x.shape}, dtype {x.dtype}"))
+        if not np.isfinite(x).all():
+            row = int(np.argwhere(~np.isfinite(x))[0, 0])
+            raise ParameterError("data.x", owner, "finite features", _Got(f"a non-finite value in row {row}"))
+    if el.edge_weight is not None:
+        w = _array(_listed(el.edge_weight), "data.edge_weight", owner)
+        if w.shape != (ei.shape[1],):
+            raise ParameterError("data.edge_weight", owner, f"({ei.shape[1]},) edge weights, one per column of "
+                                                            "edge_index", _shape(w))
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ParameterError("data.edge_weight", owner, "finite edge weights >= 0",
+                                 _Got(f"{float(w[i])!r} at column {i}"))
+    if el.node_ids is not None and np.shape(el.node_ids) != (n,):
+        raise ParameterError("data.node_ids", owner, f"(num_nodes={n},) ids, one per node", _shape(np.asarray(
+            el.node_ids)))
+    if ei is el.edge_index and n == el.num_nodes:
+        return el
+    return dataclasses.replace(el, edge_index=ei, num_nodes=n)
+
+
+def _listed(value):
+    """A list or tuple (an EdgeList built by hand) as an array; anything else as it is."""
+    return np.asarray(value) if isinstance(value, (list, tuple)) else value
+
+
+def _index(v) -> str:
+    """A node index for a message: ``5``, not ``5.0`` (a float array's)."""
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def from_pyg(data) -> EdgeList:
@@ -77,9 +148,18 @@ def from_pyg(data) -> EdgeList:
     ei = ei.astype(np.int64, copy=False)
     x = _features(data)
     num_nodes = _num_nodes(data, ei, x)
+    rows_of_x = getattr(data, "num_nodes", None) is None and x is not None  # num_nodes: x's rows
+    if rows_of_x and ei.size and ei.min() >= 0 and ei.max() >= num_nodes:
+        raise ParameterError("data.x", "from_pyg", f"(N, F) features, one row per node: at least {int(ei.max()) + 1} "
+                                                   f"rows (edge_index holds node indices up to {int(ei.max())})",
+                             _shape(x))
     if ei.size and (ei.min() < 0 or ei.max() >= num_nodes):
         raise ParameterError("data.edge_index", "from_pyg", f"node indices in [0, num_nodes={num_nodes})",
                              _Got(f"indices from {int(ei.min())} to {int(ei.max())}"))
+    if num_nodes > MAX_NODES:
+        name = "data.edge_index" if getattr(data, "num_nodes", None) is None else "data.num_nodes"
+        raise ParameterError(name, "from_pyg", f"at most {MAX_NODES} nodes (node pair keys u * N + v must fit in 64 "
+                                               "bits)", _Got(f"{num_nodes} nodes"))
     if x is not None and x.shape[0] != num_nodes:
         raise ParameterError("data.x", "from_pyg", f"(num_nodes={num_nodes}, F) features, one row per node",
                              _shape(x))
