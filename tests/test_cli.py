@@ -94,10 +94,10 @@ def test_output_dir_that_is_a_file(tmp_path, capsys):
     assert f.read_text() == "keep me"
 
 
-def test_missing_out_is_a_usage_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "gaescale", "train", _write(tmp_path, "e.txt", RING)],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and "required: --out" in r.stderr
+def test_missing_edges_is_a_usage_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "gaescale", "train", "--epochs", "1"], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert r.returncode == 2 and "required: EDGES" in r.stderr and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from pathlib import Path
 
 from . import logs
 from ._version import __version__
@@ -206,14 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from .data.synthetic import community_graph
             config = _config(args, DEMO_DEFAULTS)
+            config = config.with_options(out=_default_out(args, config, Path(DEMO_DEFAULTS["out"])))
             if not config.quiet and runtime.is_main:
                 _log(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...")
             data = community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
             train(config, data=data, runtime=runtime)
         elif args.command == "train":
             config = _config(args, {})
-            if config.edges is None or config.out is None:
-                parser.error("the following arguments are required: " + ("EDGES" if config.edges is None else "--out"))
+            if config.edges is None:
+                parser.error("the following arguments are required: EDGES")
+            config = config.with_options(out=_default_out(args, config, Path("runs") / Path(config.edges).stem))
             train(config, runtime=runtime)
         elif args.command == "tune":
             from .run.tune import tune
@@ -272,6 +275,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runtime.shutdown()
     return 0
+
+
+def _default_out(args: argparse.Namespace, config: TrainConfig, base: Path) -> str:
+    """``--out`` as given (or from ``--config``... never: see TrainConfig.from_file); without it ``base``, or where
+    ``base`` holds a run already the first of ``base-2``, ``base-3``, ... that does not (with ``--resume`` or
+    ``--overwrite``: ``base`` itself), so that the same command run twice keeps both runs."""
+    if "out" in vars(args):
+        return config.out
+    if config.resume or config.overwrite:
+        return str(base)
+    k, out = 1, base
+    while out.exists() and (not out.is_dir() or any(out.iterdir())):
+        k += 1
+        out = base.with_name(f"{base.name}-{k}")
+    return str(out)
 
 
 def _log(msg: str) -> None:

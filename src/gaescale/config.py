@@ -47,8 +47,9 @@ class TrainConfig:
     features: str | None = _opt(None, "node features: .npy/.npz (row i = node i), or CSV/Parquet whose first column "
                                       "is the node id", "opt-path", section="input", per_host=True, resumable=True)
     out: str | None = _opt(None, "output directory (created; must not be an existing file; one that holds another "
-                                 "run is refused unless --overwrite or --resume)", "opt-path", section="output",
-                           per_host=True, resumable=True, run=True)
+                                 "run is refused unless --overwrite or --resume). 'train' and 'demo' without it: "
+                                 "runs/NAME (the edge list's name; 'demo'), or NAME-2, NAME-3, ... where that holds "
+                                 "a run", "opt-path", section="output", per_host=True, resumable=True, run=True)
     ids: str = _opt("auto", "node ids in a text/Parquet edge list: integers, strings, or detect", "choice",
                     section="input", choices=("auto", "int", "str"))
     header: str = _opt("auto", "whether a text edge list starts with a header line", "choice", section="input",

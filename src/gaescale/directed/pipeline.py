@@ -16,7 +16,7 @@ from ..data.prepare import is_prepared
 from ..errors import ParameterError
 from ..parallel.runtime import Local
 from ..run.memory import peak_rss_bytes
-from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, staging
+from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, staging, warn_empty_split
 from ..training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from ..training.heldout import baseline_metrics, verdict
 from ..training.strategies import FullBatch, weighted_pairs
@@ -97,6 +97,7 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
     split = split_directed(graph, config.val_fraction, config.test_fraction, seed=config.seed)
     train_graph = split.train_graph()
     config = resolve_symmetric(config, train_graph, log)
+    warn_empty_split(split, log)
     log(f"directed split: {split.num_train:,} training, {split.val_pos.shape[1]:,} validation and "
         f"{split.test_pos.shape[1]:,} test edges, as many ordered non-edges")
     csr = (graph.out.indptr, graph.out.indices)  # graph.npz: the out-CSR of the full graph (and its weights)

@@ -75,7 +75,7 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     if block not in (None, "auto") and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
         raise ParameterError("block", "embed", "an int >= 1, None or 'auto'", block)
     run = run if isinstance(run, Run) else Run.open(run)
-    out = None if out is None else check_out_path(out)
+    out = None if out is None else check_out_path(out, inputs=(run.path, edges, features))
     state = _load_model_file(run)
     config = TrainConfig.from_dict(state["config"])
     if config.directed and isinstance(block, int):
@@ -116,8 +116,10 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     return result
 
 
-def check_out_path(path) -> Path:
-    """``path`` as the output file, refused before any work: an unknown suffix, a directory."""
+def check_out_path(path, *, inputs=()) -> Path:
+    """``path`` as the output file, refused before any work: an unknown suffix, a directory, an unwritable place,
+    one of the ``inputs``, a run's own file (:func:`gaescale.run.writer.refuse_run_file`)."""
+    from .writer import refuse_run_file
     p = Path(path)
     if p.suffix.lower() not in OUT_SUFFIXES:
         raise ParameterError("out", "embed", f"a file name ending in one of {list(OUT_SUFFIXES)}", str(path))
@@ -126,6 +128,7 @@ def check_out_path(path) -> Path:
     parent = next((q for q in p.parents if q.exists()), Path("."))
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise OutputError(f"{p}: cannot create files under {parent} (not a writable directory).")
+    refuse_run_file(p, inputs=inputs)
     return p
 
 

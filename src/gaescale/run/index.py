@@ -125,8 +125,10 @@ def build_index(run, out, *, kind: str = "auto", log=None) -> dict:
     with what :func:`load_index` checks it against: the run's node count, width, decoder and :func:`fingerprint`.
     Returns the file's metadata (with ``build_seconds``)."""
     from .rundir import Run
+    from .writer import refuse_run_file
     run = run if isinstance(run, Run) else Run.open(run)
     out = _check_out(out)
+    refuse_run_file(out, inputs=(run.path,))
     decoder = _decoder_of(run)
     x, _ = _sides(run.embeddings, run.node_bias, run.directed)
     n, d = run.embeddings.shape

@@ -126,6 +126,8 @@ def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, o
     config = resolve_structure(config, strategy_name, rt, prepared=inputs.prepared is not None)
     placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
                    device=device, log=log)
+    if rt.is_main:
+        warn_empty_split(placed.split, log)
     csr = (graph.indptr, graph.indices) if rt.is_main else None  # for graph.npz (topk --exclude-existing, the report)
     if csr is not None and graph.data is not None:
         csr += (graph.data,)  # a weighted graph's weights: graph.npz 'data'; fingerprinted with the CSR
@@ -193,6 +195,9 @@ class _Fitted:
 
 def _config(config: TrainConfig | None, options: dict) -> TrainConfig:
     """``config``, or one made of ``options``, or ``config`` with ``options`` changed."""
+    if config is not None and not isinstance(config, TrainConfig):
+        raise ParameterError("config", "train", "a gaescale.TrainConfig, or the options as keywords "
+                                                "(train(edges=..., out=...))", type(config).__name__)
     if config is None:
         return TrainConfig(**options)
     if options:
@@ -222,6 +227,15 @@ def _start(config: TrainConfig, runtime: Local, log, data) -> tuple[torch.device
             writer.close()
         raise
     return device, writer
+
+
+def warn_empty_split(split, log) -> None:
+    """Say so where the split holds no validation or no test edges (a tiny graph): their metrics are then n/a."""
+    empty = [name for name, pos in (("validation", split.val_pos), ("test", split.test_pos)) if not pos.shape[1]]
+    if empty:
+        log(f"warning: the split holds no {' and no '.join(empty)} edges ({split.num_train:,} training edges): "
+            f"{' and '.join(empty)} metrics will be n/a; raise --val-fraction / --test-fraction or use a larger "
+            "graph")
 
 
 def staging(config: TrainConfig, writer: RunWriter | None) -> Path | None:

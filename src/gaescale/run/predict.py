@@ -158,12 +158,16 @@ def write_table(path, columns: dict[str, np.ndarray]) -> Path:
     return atomic_write(path, write)
 
 
-def check_table_path(path, owner: str) -> Path:
+def check_table_path(path, owner: str, *, inputs=()) -> Path:
+    """``path`` as the output table of ``owner``, refused before any work: an unknown suffix, a directory, one of
+    the ``inputs``, a run's own file (:func:`gaescale.run.writer.refuse_run_file`)."""
+    from .writer import refuse_run_file
     p = Path(path)
     if p.suffix.lower() not in TABLE_SUFFIXES:
         raise ParameterError("out", owner, f"a file name ending in one of {list(TABLE_SUFFIXES)}", str(path))
     if p.is_dir():
         raise OutputError(f"{p}: is a directory; --out names the file to write.")
+    refuse_run_file(p, inputs=inputs)
     return p
 
 
@@ -210,7 +214,7 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
     if out is not None:
-        out = check_table_path(out, "topk")
+        out = check_table_path(out, "topk", inputs=(run.path, index))
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "topk", "an int >= 1", k)
     if run.decoder == "hadamard":
@@ -249,7 +253,7 @@ def score_pairs(run, pairs: str, *, out=None) -> dict:
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
     if out is not None:
-        out = check_table_path(out, "score")
+        out = check_table_path(out, "score", inputs=(run.path, pairs))
     src, dst, lines, name = read_pairs(pairs)
     line_of = lines.__getitem__
     rows = np.stack([run.rows(src, name, line_of=line_of, field="source"),

@@ -35,6 +35,7 @@ from ..outputs import atomic_write, check_out_dir, write_json
 from ..training.evaluate import pair_scores
 from ..training.heldout import BASELINE_NAMES
 from .rundir import Run
+from .writer import refuse_run_file
 
 METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),
            ("val_auc", "Validation AUC", "{:.4f}"), ("val_ap", "Validation AP", "{:.4f}"),
@@ -269,6 +270,8 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
         raise RunDirError(f"{run.path / 'graph.npz'}: has {degree.size} nodes but embeddings.npy has {z.shape[0]} "
                           "rows; the run directory is inconsistent.")
     out = check_out_dir(run.path / "report" if out_dir is None else out_dir)
+    if out_dir is not None:  # RUN/report is the report's own place in the run
+        refuse_run_file(out / "report.html", inputs=(run.path,), own="report")
 
     history, best = metrics.get("history") or [], metrics.get("best_epoch")
     evaluated = [h for h in history if h.get("val_auc") is not None]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -178,10 +180,9 @@ class Run:
         if ref.is_file() and not (self.path / "graph.npz").is_file():
             from ..data.prepare import open_prepared
             # relative: the run's own copy
-            return open_prepared(self.path / json.loads(ref.read_text())["prepared"]).graph
-        with np.load(self._file("graph.npz"), allow_pickle=False) as g:
-            indptr, indices = g["indptr"], g["indices"]
-            data = g["data"] if "data" in g.files else None  # a weighted graph's edge weights
+            return open_prepared(self.path / str(self._json("graph.json").get("prepared"))).graph
+        g = self._arrays("graph.npz")
+        indptr, indices, data = g["indptr"], g["indices"], g.get("data")  # data: a weighted graph's edge weights
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1), data=data)
 
     def training_graph(self) -> Graph:
@@ -216,14 +217,34 @@ class Run:
         return StructuralScores(self.graph() if graph is None else graph, part.weights)
 
     def heldout(self) -> dict[str, np.ndarray]:
-        with np.load(self._file("heldout.npz"), allow_pickle=False) as h:
-            return {k: h[k] for k in h.files}
+        return self._arrays("heldout.npz")
 
     def metrics(self) -> dict:
-        return json.loads(self._file("metrics.json").read_text())
+        return self._json("metrics.json")
 
     def config(self) -> dict:
-        return json.loads(self._file("config.json").read_text())
+        return self._json("config.json")
+
+    def _arrays(self, name: str) -> dict[str, np.ndarray]:
+        """Every array of the run's ``.npz`` file ``name``; a truncated or damaged one is a :class:`RunDirError`."""
+        path = self._file(name)
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return {k: f[k] for k in f.files}
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+            raise RunDirError(f"{path}: not a readable .npz file ({type(exc).__name__}); the run directory is "
+                              "damaged: train again (with --overwrite).") from None
+
+    def _json(self, name: str) -> dict:
+        path = self._file(name)
+        try:
+            d = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RunDirError(f"{path}: not valid JSON ({str(exc).splitlines()[0][:120]}); the run directory is "
+                              "damaged: train again (with --overwrite).") from None
+        if not isinstance(d, dict):
+            raise RunDirError(f"{path}: expected a JSON object. Got {type(d).__name__}.")
+        return d
 
     def embed(self, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
               block: int | str | None = "auto", log=None):

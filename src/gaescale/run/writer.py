@@ -144,10 +144,15 @@ class RunWriter:
         finish_commit(self.out)
 
     def close(self) -> None:
-        """Let go of ``out``: the lock; after a failure, a staging directory without checkpoints, and what
-        :meth:`open` created if it is empty."""
-        if self.staging.exists() and not any(_checkpoints(self.staging / "checkpoints")):
-            shutil.rmtree(self.staging, ignore_errors=True)
+        """Let go of ``out``: the lock; after a failure, the staging directory but what ``--resume`` needs (its
+        checkpoints, if any, and the prepared copy beside them), and what :meth:`open` created if it is empty."""
+        if self.staging.exists():
+            resumable = any(_checkpoints(self.staging / "checkpoints"))
+            for p in self.staging.iterdir():
+                if not (resumable and p.name in KEPT_ON_RESUME):
+                    _remove(p)
+            if not resumable:
+                self.staging.rmdir()
         if getattr(self, "_locked", False):
             (self.out / LOCK).unlink(missing_ok=True)
             self._locked = False
@@ -178,6 +183,23 @@ def finish_commit(out: Path) -> None:
             os.replace(src, out / name)
     os.replace(pending / MANIFEST, out / MANIFEST)
     shutil.rmtree(pending, ignore_errors=True)
+
+
+def refuse_run_file(path, *, inputs=(), own: str | None = None) -> None:
+    """Refuse, before any work, an output ``path`` of a command (``topk``, ``score``, ``embed``, ``index``,
+    ``report``) that is one of its ``inputs`` or lies where a run keeps its files (``RUN/embeddings.npy``,
+    ``RUN/checkpoints/...``): no command writes over a run or its own inputs. ``own``: the one name of a run that
+    the command writes (``report``: ``RUN/report``)."""
+    p = Path(path).absolute()
+    for i in inputs:
+        if i is not None and str(i) != "-" and Path(i).absolute().resolve() == p.resolve():
+            raise OutputError(f"{path}: is an input of this command; write the output to another --out.")
+    for d in p.parents:
+        if is_finished(d) or (d / STAGING).is_dir():
+            first = p.relative_to(d).parts[0]
+            if first != own and first in {*_manifest_names(d), STAGING, COMMIT, LOCK}:
+                raise OutputError(f"{path}: would replace a file of the run in {d}; write the output to another "
+                                  "--out.")
 
 
 def is_finished(out: Path) -> bool:
