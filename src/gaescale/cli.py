@@ -220,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             train(config, runtime=runtime)
         elif args.command == "tune":
             from .run.tune import tune
-            config = _config(args, {})
+            try:
+                config = _config(args, {})
+            except ParameterError as exc:  # the options are train's, the command tune
+                raise exc.of("tune") from None
             if config.out is None:
                 parser.error("the following arguments are required: --out")
             names = {f.name for f in dataclasses.fields(TrainConfig)}

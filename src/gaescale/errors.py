@@ -33,7 +33,11 @@ class ParameterError(GaescaleError, ValueError):
 
     def __init__(self, name: str, owner: str, expected: str, got):
         super().__init__(f"The '{name}' parameter of {owner} must be {expected}. Got {_short(got)} instead.")
-        self.name = name
+        self.name, self.owner, self.expected, self.got = name, owner, expected, got
+
+    def of(self, owner: str) -> ParameterError:
+        """The same error, said of ``owner`` (``tune`` builds ``train``'s configuration)."""
+        return ParameterError(self.name, owner, self.expected, self.got)
 
 
 def _short(got, limit: int = 120) -> str:
