@@ -108,3 +108,16 @@ def hide_tensorboard(monkeypatch) -> None:
 
 # Unit tests use small tensors: one thread avoids OpenMP spin-waits when the machine is shared.
 torch.set_num_threads(1)
+
+
+# The failure tables (test_errors.py, test_reliability_*.py, run/test_writer.py): a 30-node ring and quick flags.
+RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
+FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report"]
+
+
+def tree(root, skip=None) -> list:
+    """Every path under ``root`` (but under ``skip``) with each file's size and modification time: equal before and
+    after a command that changed nothing (a directory's own time changes with a lock taken and let go in it)."""
+    return sorted((str(p.relative_to(root)), p.stat().st_size if p.is_file() else 0,
+                   p.stat().st_mtime_ns if p.is_file() else 0) for p in root.rglob("*")
+                  if skip is None or (p != skip and skip not in p.parents))

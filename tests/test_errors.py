@@ -12,11 +12,9 @@ import numpy as np
 import pytest
 
 import gaescale
+from conftest import FAST, RING, tree
 from gaescale.cli import main
 from gaescale.training.checkpoint import list_checkpoints
-
-RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
-FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report"]
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +26,6 @@ def trained(tmp_path_factory):
     np.save(d / "x.npy", np.eye(30, 3, dtype=np.float32) + 1)  # a run with features, for embed
     assert main(["train", str(d / "e.txt"), "--features", str(d / "x.npy"), "--out", str(d / "xrun")] + FAST) == 0
     return d
-
-
-def _tree(root):
-    """Every path under ``root`` with each file's size and modification time (a directory's own time changes with
-    a lock taken and let go in it)."""
-    return sorted((str(p.relative_to(root)), p.stat().st_size if p.is_file() else 0,
-                   p.stat().st_mtime_ns if p.is_file() else 0) for p in root.rglob("*"))
 
 
 def _setup_run(t, trained, drop=None, corrupt=None):
@@ -309,12 +300,12 @@ def _npz(t, **arrays):
 def test_bad_input_catalogue(tmp_path, capsys, trained, case):
     make, expected = CASES[case]
     argv = make(tmp_path, trained)
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert err[0] == "gaescale: error: " + expected.format(t=tmp_path)
-    assert _tree(tmp_path) == before  # no partial output, nothing touched
+    assert tree(tmp_path) == before  # no partial output, nothing touched
 
 
 class _BarePyG(__import__("torch").nn.Module):

@@ -10,11 +10,10 @@ import shutil
 import pytest
 
 import gaescale.run.pipeline
+from conftest import FAST, RING, tree
 from gaescale.cli import main
 from gaescale.errors import ParameterError
 
-RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
-FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report"]
 TUNE = ["--quiet", "--epochs", "2", "--trials", "2"]
 VERDICTS = {"traceback", "silent", "misleading", "leftover"}
 
@@ -44,12 +43,6 @@ def _truncated_index(t, trained):
     data = (trained / "i.idx").read_bytes()
     (t / "i.idx").write_bytes(data[:len(data) // 2])  # a copy that stopped half-way
     return str(t / "i.idx")
-
-
-def _tree(root):
-    """Every path under ``root`` with each file's size and modification time (as tests/test_errors.py's)."""
-    return sorted((str(p.relative_to(root)), p.stat().st_size if p.is_file() else 0,
-                   p.stat().st_mtime_ns if p.is_file() else 0) for p in root.rglob("*"))
 
 
 WEIGHTED = "src,dst,w\n" + "".join(f"{i},{(i + 1) % 30},0.5\n{i},{(i + 7) % 30},2\n" for i in range(30))
@@ -103,7 +96,7 @@ def test_misused_command_is_one_line_and_changes_nothing(tmp_path, capsys, train
     argv, keys, verdict, then = CASES[case]
     assert verdict in VERDICTS
     args = argv(tmp_path, trained)
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     capsys.readouterr()
     code = main(args)
     err = capsys.readouterr().err.strip().splitlines()
@@ -111,7 +104,7 @@ def test_misused_command_is_one_line_and_changes_nothing(tmp_path, capsys, train
     assert len(err) == 1 and err[0].startswith("gaescale: error: "), err
     for key in keys:
         assert key.format(t=tmp_path) in err[0], (key, err[0])
-    assert _tree(tmp_path) == before  # no partial output, no study.db left behind
+    assert tree(tmp_path) == before  # no partial output, no study.db left behind
     if then is not None:  # the corrected command works in the same --out
         assert main(then(tmp_path)) == 0
         assert (tmp_path / "T" / "best.json").is_file()
@@ -121,14 +114,14 @@ def test_a_search_whose_first_trial_fails_leaves_no_study_db(tmp_path, capsys, m
     """A configuration error in the first trial (here one that no dry check foresees) leaves no study.db that
     would refuse the next attempt ("holds a search with other fixed options")."""
     edges = _write(tmp_path, "e.txt", RING)
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
 
     def refused(config, **kw):
         raise ParameterError("dim", "train", "refused by this test", config.dim)
     monkeypatch.setattr(gaescale.run.pipeline, "train", refused)
     assert main(["tune", edges, "--out", str(tmp_path / "T")] + TUNE) == 2
     assert "refused by this test" in capsys.readouterr().err
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
     monkeypatch.undo()
     assert main(["tune", edges, "--out", str(tmp_path / "T"), "--dim", "2"] + TUNE) == 0
     assert (tmp_path / "T" / "best.json").is_file()

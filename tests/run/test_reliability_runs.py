@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 
 import gaescale
+from conftest import FAST, RING, tree
 from gaescale.cli import main
-
-RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
-FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report"]
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +25,6 @@ def trained(tmp_path_factory):
     assert main(["train", str(d / "e.txt"), "--out", str(d / "run")] + FAST) == 0
     assert main(["train", str(d / "e.txt"), "--out", str(d / "drun"), "--directed"] + FAST) == 0
     return d
-
-
-def _tree(root):
-    return sorted((str(p.relative_to(root)), p.stat().st_size if p.is_file() else 0,
-                   p.stat().st_mtime_ns if p.is_file() else 0) for p in root.rglob("*"))
 
 
 def _copy(t, tr, name="run", drop=None, cut=None, text=None):
@@ -95,11 +88,11 @@ def test_reading_a_damaged_run_or_a_bad_value_is_one_line(tmp_path, capsys, trai
     make, expected, verdict = CASES[case]
     assert verdict in {"traceback", "silent", "misleading", "leftover"}
     argv = make(tmp_path, trained)
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gaescale: error: ") and expected.format(t=tmp_path) in err[0], err
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
 
 def test_train_with_a_dict_for_its_config_is_named():  # traceback: AttributeError

@@ -9,18 +9,13 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import FAST as QUICK
+from conftest import RING, tree
 from gaescale.cli import main
 from gaescale.run.rundir import Run
 from gaescale.run.writer import COMMIT, LOCK, STAGING, RunWriter, finish_commit
 
-RING = "".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}\n" for i in range(30))
-FAST = ["--quiet", "--epochs", "2", "--hidden", "4", "--dim", "2", "--no-report", "--checkpoint-every", "1"]
-
-
-def _tree(root, skip=None):
-    """Each file under ``root`` (but under ``skip``) with its size and modification time."""
-    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
-                  if p.is_file() and (skip is None or skip not in p.parents))
+FAST = [*QUICK, "--checkpoint-every", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +97,11 @@ def test_a_way_to_lose_a_run_is_refused_before_any_work(t, capsys, monkeypatch, 
         monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
     make, expected = LOSS[case]
     argv = make(t)
-    before = _tree(t)
+    before = tree(t)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected.format(t=t) in err[0], err
-    assert _tree(t) == before  # nothing changed, the lock of the other process included
+    assert tree(t) == before  # nothing changed, the lock of the other process included
 
 
 def test_the_same_command_twice_keeps_both_runs(t, monkeypatch):
@@ -123,9 +118,9 @@ def test_a_runs_config_never_sends_the_retrained_run_into_it(t, monkeypatch):
     old = json.loads((t / "run" / "config.json").read_text())
     old["out"] = str(t / "run")  # as an earlier version wrote it
     (t / "run" / "config.json").write_text(json.dumps(old))
-    before = _tree(t / "run")
+    before = tree(t / "run")
     assert main(["train", "--config", str(t / "run" / "config.json"), "--seed", "1", "--quiet"]) == 0
-    assert _tree(t / "run") == before
+    assert tree(t / "run") == before
     assert json.loads((t / "runs" / "e" / "config.json").read_text())["seed"] == 1
 
 
@@ -152,11 +147,11 @@ def test_a_retrain_that_fails_while_writing_leaves_the_old_run_whole(t, capsys, 
             raise outputs.OutputError(f"{path}: could not be written ({os.strerror(errno.ENOSPC)}).")
         return real(path, write)
     monkeypatch.setattr(outputs, "atomic_write", full)
-    before = _tree(t / "run", skip=t / "run" / STAGING)
+    before = tree(t / "run", skip=t / "run" / STAGING)
     assert main(["train", str(t / "e.txt"), "--out", str(t / "run"), "--overwrite", "--seed", "7"] + FAST) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("could not be written (No space left on device).")
-    assert _tree(t / "run", skip=t / "run" / STAGING) == before
+    assert tree(t / "run", skip=t / "run" / STAGING) == before
     assert Run.open(t / "run").metrics()["epochs"] == 2
     assert sorted(os.listdir(t / "run" / STAGING)) == ["checkpoints"]
 
