@@ -76,9 +76,12 @@ class RunWriter:
                     f"(pid {(holder or {}).get('pid', '?')})")
                 lock.unlink(missing_ok=True)
                 continue
-            with os.fdopen(fd, "w") as fh:
-                json.dump(me, fh)
             self._locked = True
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(me, fh)
+            except OSError as exc:  # a full disk: the probe had room for a few bytes, not this
+                raise OutputError(f"{lock}: could not be written ({exc.strerror or exc}).") from None
             return
         raise OutputError(f"{lock}: could not take the lock of the run directory; remove it if no gaescale process "
                           "is writing there.")
@@ -270,4 +273,4 @@ def _alive(holder: dict) -> bool:
 
 
 def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
