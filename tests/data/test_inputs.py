@@ -72,10 +72,7 @@ def test_a_run_resumed_from_its_copy_continues_and_is_refused_once_the_file_chan
     from gaescale.run.pipeline import train
     edges, out = run
     opts = dict(hidden="8", dim=4, epochs=2, checkpoint_every=1, quiet=True, report=False)
-    # as a torchrun run trains from its copy (made in OUT/.staging, moved to OUT/prepared when the run is complete)
-    (out / "prepared").rename(out.parent / "copy")
-    train(edges=str(out.parent / "copy"), out=str(out), **{**opts, "epochs": 1})
-    (out.parent / "copy").rename(out / "prepared")
+    train(edges=str(out / "prepared"), out=str(out), **{**opts, "epochs": 1})  # as a torchrun run trains from it
     resumed = train(edges=str(edges), out=str(out), resume=True, **opts)
     assert resumed.metrics["epochs"] == 2 and resumed.metrics["prepared"] == str(out / "prepared")
     st = os.stat(edges)

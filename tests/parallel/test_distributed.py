@@ -352,7 +352,8 @@ def test_a_killed_rank_stops_the_others_with_a_clear_error(edges, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         deadline = time.monotonic() + 240
-        while not (out / "checkpoints").is_dir() or not any((out / "checkpoints").glob("epoch-*.pt")):
+        ckdir = out / ".staging" / "checkpoints"  # the run's while it trains
+        while not ckdir.is_dir() or not any(ckdir.glob("epoch-*.pt")):
             assert launcher.poll() is None and time.monotonic() < deadline, "training never started"
             time.sleep(0.2)
         workers = [c for c in psutil.Process(launcher.pid).children(recursive=True)
@@ -382,7 +383,8 @@ def test_a_killed_host_makes_the_other_host_exit_with_a_clear_error(edges, tmp_p
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for rank in (0, 1)]
     try:
         deadline = time.monotonic() + 240
-        while not any((out / "checkpoints").glob("epoch-*.pt")) if (out / "checkpoints").is_dir() else True:
+        ckdir = out / ".staging" / "checkpoints"  # the run's while it trains
+        while not any(ckdir.glob("epoch-*.pt")) if ckdir.is_dir() else True:
             assert all(p.poll() is None for p in launchers) and time.monotonic() < deadline, "training never started"
             time.sleep(0.2)
         victim = next(c for c in psutil.Process(launchers[1].pid).children(recursive=True)
@@ -573,7 +575,8 @@ def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp
                                 env=ENV)
     try:
         deadline = time.monotonic() + 240
-        while len(list((out / "checkpoints").glob("epoch-*.pt")) if (out / "checkpoints").is_dir() else []) < 2:
+        ckdir = out / ".staging" / "checkpoints"  # the run's while it trains
+        while len(list(ckdir.glob("epoch-*.pt")) if ckdir.is_dir() else []) < 2:
             assert launcher.poll() is None and time.monotonic() < deadline, "training never started"
             time.sleep(0.2)
         workers = [c for c in psutil.Process(launcher.pid).children(recursive=True)
@@ -588,7 +591,7 @@ def test_an_interrupted_launcher_stops_every_rank_and_the_run_resumes(edges, tmp
     assert launcher.returncode != 0 and stopped < STOPPED_WITHIN, stopped
     psutil.wait_procs(workers, timeout=30)
     assert not any(c.is_running() for c in workers)  # no rank left behind
-    last = max(int(p.stem.split("-")[1]) for p in (out / "checkpoints").glob("epoch-*.pt"))
+    last = max(int(p.stem.split("-")[1]) for p in ckdir.glob("epoch-*.pt"))
     args[args.index("--epochs") + 1] = str(last + 2)
     resumed = _together([*_torchrun(), *args, "--resume"])[0]
     assert resumed.returncode == 0, resumed.stderr[-2000:]

@@ -77,8 +77,7 @@ def test_sigkill_then_resume_gives_identical_embeddings(tmp_path, graph_file):
     ma = json.loads((tmp_path / "ref" / "metrics.json").read_text())
     assert all(h["steps"] == 1 for h in ma["history"])  # full batch: step k ends epoch k
     assert codes["killed"] == -signal.SIGKILL, errs["killed"]
-    ckdir = tmp_path / "run" / "checkpoints"
-    assert [e for e, _ in list_checkpoints(ckdir)] == [3, 6]
+    assert [e for e, _ in list_checkpoints(tmp_path / "run" / ".staging" / "checkpoints")] == [3, 6]  # unfinished
     assert not (tmp_path / "run" / "embeddings.npy").exists()
 
     res = subprocess.run(_cli(graph_file, tmp_path / "run", "--epochs", str(epochs), "--checkpoint-every",
@@ -91,7 +90,7 @@ def test_sigkill_then_resume_gives_identical_embeddings(tmp_path, graph_file):
     mb = json.loads((tmp_path / "run" / "metrics.json").read_text())
     strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
     assert strip(ma["history"]) == strip(mb["history"]) and ma["test_auc"] == mb["test_auc"]
-    assert [e for e, _ in list_checkpoints(ckdir)] == [12, 14]  # the last two are kept
+    assert [e for e, _ in list_checkpoints(tmp_path / "run" / "checkpoints")] == [12, 14]  # the last two are kept
 
 
 @pytest.fixture(scope="module")

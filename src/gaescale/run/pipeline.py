@@ -116,7 +116,8 @@ def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, o
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
     refuse_unsupported(config, prepared=data is None and is_prepared(config.edges), world_size=rt.world_size)
-    inputs = read_inputs(config, data, log, out=out, runtime=rt)
+    # the run's own prepared copy of an edge list (torchrun) is a cache of the input in OUT itself, not staged
+    inputs = read_inputs(config, data, log, out=None if out is None else Path(config.out), runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
     config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
     if custom is not None:
@@ -239,11 +240,12 @@ def warn_empty_split(split, log) -> None:
 
 
 def staging(config: TrainConfig, writer: RunWriter | None) -> Path | None:
-    """Where this process writes the run until it is committed: the writer's staging directory (rank 0), the same
-    path under ``config.out`` (the other ranks' scratch), or None without an output directory."""
+    """Where this process writes the run until it is committed: the writer's staging directory (rank 0), ``config.out``
+    itself for the other ranks of a torchrun group (their scratch, removed as they go: rank 0 alone writes the run),
+    or None without an output directory."""
     if writer is not None:
         return writer.staging
-    return None if config.out is None else Path(config.out) / STAGING
+    return None if config.out is None else Path(config.out)
 
 
 def output_bytes(config: TrainConfig, model: torch.nn.Module, sizes: _Sizes, weighted: bool) -> int:
@@ -354,8 +356,6 @@ def _finish(config: TrainConfig, model: GAE, inputs, csr, split, fitted: _Fitted
         staged = writer.staging
         write_run(staged, config, model, inputs, csr, split, embeddings, bias, sizes.num_features, sizes.num_nodes)
         metrics["peak_rss_bytes"] = max(metrics["peak_rss_bytes"], peak_rss_bytes())
-        if (metrics.get("prepared") or "").startswith(str(staged)):  # the run's own copy, where the commit puts it
-            metrics["prepared"] = str(out) + metrics["prepared"][len(str(staged)):]
         write_json(staged / "metrics.json", metrics)
         if config.report:
             from .report import write_report

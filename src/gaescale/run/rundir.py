@@ -312,7 +312,7 @@ def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarr
                                    "custom_encoder": custom_encoder_name(model)})
     write_json(out / "config.json", config.model_dict())
     if inputs.prepared is not None:  # the graph stays where it is; the run names it (its own copy: relatively)
-        own = inputs.prepared.resolve().parent == out.resolve()
+        own = inputs.prepared.resolve().parent in (out.resolve(), out.resolve().parent)  # OUT/prepared (torchrun)
         write_json(out / "graph.json", {"prepared": inputs.prepared.name if own else str(inputs.prepared.resolve())})
     else:
         write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1], **({"data": csr[2]} if len(csr) > 2 else {}))

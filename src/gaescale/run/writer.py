@@ -24,10 +24,12 @@ from ..errors import OutputError
 from ..outputs import check_out_dir, probe_write, write_json
 
 STAGING, COMMIT, LOCK, MANIFEST = ".staging", ".commit", ".lock", "manifest.json"
-# What a run of an earlier version (no manifest.json) wrote: the names a commit replaces there.
+# What a run of an earlier version (no manifest.json) wrote: the names a commit replaces there. Not OUT/prepared:
+# under torchrun the run's own prepared copy of its edge list is a cache of the input kept there, outside the unit
+# (every host's ranks find it at that path; gaescale/parallel/reading.py), replaced only when the input changes.
 LEGACY = ("embeddings.npy", "node_bias.npy", "nodes.tsv", "graph.npz", "graph.json", "heldout.npz", "metrics.json",
-          "config.json", "model.pt", "checkpoints", "report", "prepared", "split")
-KEPT_ON_RESUME = ("checkpoints", "prepared")  # what an interrupted run's staging keeps for --resume
+          "config.json", "model.pt", "checkpoints", "report", "split")
+KEPT_ON_RESUME = ("checkpoints",)  # what an interrupted run's staging keeps for --resume
 
 
 class RunWriter:
@@ -109,8 +111,8 @@ class RunWriter:
                               "replace it: pass --overwrite, or choose another --out.")
 
     def _prepare_staging(self, resume: bool, log) -> None:
-        """An empty staging directory, or with ``resume`` one that keeps an interrupted run's checkpoints (and its
-        prepared copy) and nothing else."""
+        """An empty staging directory, or with ``resume`` one that keeps an interrupted run's checkpoints and
+        nothing else."""
         if self.staging.exists():
             keep = KEPT_ON_RESUME if resume else ()
             gone = [p for p in self.staging.iterdir() if p.name not in keep]
@@ -119,9 +121,6 @@ class RunWriter:
             if not resume and gone:
                 log(f"{self.staging}: removed the files of an interrupted run")
         self.staging.mkdir(exist_ok=True)
-        copy = self.out / "prepared"  # a finished run's own prepared copy, which a resumed run trains from again
-        if resume and copy.is_dir() and not (self.staging / "prepared").exists():
-            shutil.copytree(copy, self.staging / "prepared", copy_function=_link_or_copy)
 
     @property
     def checkpoint_dirs(self) -> list[Path]:
@@ -148,7 +147,7 @@ class RunWriter:
 
     def close(self) -> None:
         """Let go of ``out``: the lock; after a failure, the staging directory but what ``--resume`` needs (its
-        checkpoints, if any, and the prepared copy beside them), and what :meth:`open` created if it is empty."""
+        checkpoints, if any), and what :meth:`open` created if it is empty."""
         if self.staging.exists():
             resumable = any(_checkpoints(self.staging / "checkpoints"))
             for p in self.staging.iterdir():
@@ -234,14 +233,6 @@ def _manifest_names(out: Path) -> list[str]:
 def _checkpoints(directory: Path):
     from ..training.checkpoint import list_checkpoints
     return list_checkpoints(directory)
-
-
-def _link_or_copy(src, dst) -> None:
-    """A hard link (no space, the same bytes), or a copy where the file system has none."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def _remove(p: Path) -> None:
