@@ -130,7 +130,8 @@ def test_train_string_ids_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "test AUC" in r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.json", "embeddings.npy", "graph.npz",
-                                                    "heldout.npz", "metrics.json", "model.pt", "node_bias.npy",
+                                                    "heldout.npz", "manifest.json", "metrics.json", "model.pt",
+                                                    "node_bias.npy",
                                                     "nodes.tsv", "report"]
     assert (out / "report" / "report.html").is_file() and (out / "checkpoints" / "epoch-000005.pt").is_file()
     ids = (out / "nodes.tsv").read_text().splitlines()
