@@ -213,3 +213,24 @@ def test_weighted_needs_weights():
     data = community_graph(200, 600, seed=4)
     with pytest.raises(gaescale.ParameterError, match="must be used with edges that have weights"):
         gaescale.train(data=data, weighted=True, epochs=1, quiet=True)
+
+
+def test_train_leaves_the_process_as_it_found_it_and_twice_gives_the_same_run():
+    """Threads and every global random state are those from before the run (issue 32); two runs of one seed in one
+    process are equal, and the global state a caller set does not change a run."""
+    import random
+    torch.manual_seed(123)
+    np.random.seed(7)
+    random.seed(5)
+    threads = torch.get_num_threads()
+    before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+    kw = dict(data=community_graph(300, 1200, seed=1), hidden="8", dim=4, epochs=3, dropout=0.2, quiet=True, seed=4,
+              threads=1 if threads != 1 else 2)
+    first = gaescale.train(**kw)
+    assert torch.get_num_threads() == threads
+    assert torch.equal(torch.get_rng_state(), before[0]) and np.array_equal(np.random.get_state()[1], before[1])
+    assert random.getstate() == before[2]
+    torch.manual_seed(999)  # another global state: the run seeds its own
+    second = gaescale.train(**kw)
+    assert np.array_equal(first.embeddings, second.embeddings)
+    assert [h["loss"] for h in first.metrics["history"]] == [h["loss"] for h in second.metrics["history"]]

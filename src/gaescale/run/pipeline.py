@@ -2,7 +2,9 @@
 read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,16 +99,34 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     data = as_edge_list(data)  # a PyG Data: from_pyg
     _check_custom(custom, config, rt, prepared=data is None and is_prepared(config.edges))
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
-    device, writer = _start(config, rt, log, data)
+    with process_state_kept():
+        device, writer = _start(config, rt, log, data)
+        try:
+            if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
+                from ..directed.pipeline import train_directed
+                return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test,
+                                      device=device, writer=writer)
+            return _train(config, custom, data, log, rt, on_epoch, test, device, writer)
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+@contextlib.contextmanager
+def process_state_kept():
+    """Leave the process as :func:`train` found it: torch's threads, and every random state a run seeds or draws
+    from (torch's CPU and CUDA generators, NumPy's and Python's global ones: the model's initial weights, dropout,
+    VGAE noise, a resumed checkpoint's states) restored on the way out. Inside, a run seeds them as it always did,
+    so its numbers are those of a run that owned the process."""
+    threads, py_state, np_state = torch.get_num_threads(), random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     try:
-        if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
-            from ..directed.pipeline import train_directed
-            return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test,
-                                  device=device, writer=writer)
-        return _train(config, custom, data, log, rt, on_epoch, test, device, writer)
+        with torch.random.fork_rng(devices=devices):
+            yield
     finally:
-        if writer is not None:
-            writer.close()
+        torch.set_num_threads(threads)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
 
 
 def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, on_epoch, test: bool, device,
