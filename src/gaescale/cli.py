@@ -197,69 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .parallel.runtime import Local
-    from .run.pipeline import train
     runtime = Local()
     config = None  # the run's, once built: an interrupted run was checkpointed only with checkpoint_every > 0
     try:
         if args.command in ("train", "demo"):  # started by torchrun: join its process group, once
             from .parallel.runtime import resolve
+            from .run.pipeline import train
             runtime = resolve()
-        if args.command == "demo":
-            from .data.synthetic import community_graph
-            config = _config(args, DEMO_DEFAULTS)
-            config = config.with_options(out=_default_out(args, config, Path(DEMO_DEFAULTS["out"])))
-            if not config.quiet and runtime.is_main:
-                _log(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...")
-            data = community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
+            config, data = _training(args, parser, runtime)
             train(config, data=data, runtime=runtime)
-        elif args.command == "train":
-            config = _config(args, {})
-            if config.edges is None:
-                parser.error("the following arguments are required: EDGES")
-            config = config.with_options(out=_default_out(args, config, Path("runs") / Path(config.edges).stem))
-            train(config, runtime=runtime)
-        elif args.command == "tune":
-            from .run.tune import tune
-            try:
-                config = _config(args, {})
-            except ParameterError as exc:  # the options are train's, the command tune
-                raise exc.of("tune") from None
-            if config.out is None:
-                parser.error("the following arguments are required: --out")
-            names = {f.name for f in dataclasses.fields(TrainConfig)}
-            given = {k for k, v in vars(args).items() if k in names and v is not None}
-            tune(config, trials=_int_arg(args.trials, "trials", "tune"),
-                 time_budget=None if args.time_budget is None else _float_arg(args.time_budget, "time_budget", "tune"),
-                 given=given, log=_log)
-        elif args.command == "topk":
-            from .run.predict import topk_links
-            topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
-                       exclude_existing=args.exclude_existing, out=args.out, log=_log, index=args.index)
-        elif args.command == "index":
-            from .run.index import build_index
-            build_index(args.run, args.out, kind=args.kind, log=_log)
-        elif args.command == "score":
-            from .run.predict import score_pairs
-            table = score_pairs(args.run, args.pairs, out=args.out)
-            if args.out is None:
-                _print_table(table)
-        elif args.command == "prepare":
-            from .data.prepare import prepare
-            prepare(args.edges, args.out, ids=args.ids, header=args.header, features=args.features,
-                    chunk=_int_arg(args.chunk, "chunk", "prepare"), log=_log)
-            _log(f"wrote {args.out}/; train with: gaescale train {args.out} --out RUN")
-        elif args.command == "plan":
-            from .run.plan import plan_command
-            config = _config(args, {"strategy": "auto"})
-            print(plan_command(config, args.graph, args.nodes, args.plan_edges, args.num_features, log=_log))
-        elif args.command == "embed":
-            from .run.embed import embed
-            block = args.block if args.block == "auto" else _int_arg(args.block, "block", "embed") or None
-            embed(args.run, args.edges, args.features, out=args.out, ids=args.ids, header=args.header, block=block,
-                  log=_log)
-        elif args.command == "report":
-            from .run.report import write_report
-            _log(f"wrote {write_report(args.run, args.out, log=_log)}")
+        else:
+            _command(args, parser)
     except GaescaleError as exc:
         where = "" if runtime.world_size == 1 else f" (rank {runtime.rank})"
         print(f"gaescale: error{where}: {exc}", file=sys.stderr)
@@ -280,8 +228,69 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _training(args: argparse.Namespace, parser: argparse.ArgumentParser, runtime):
+    """``(config, data)`` of ``train`` or ``demo`` (data: the generated graph of ``demo``, else None)."""
+    if args.command == "demo":
+        from .data.synthetic import community_graph
+        config = _config(args, DEMO_DEFAULTS)
+        config = config.with_options(out=_default_out(args, config, Path(DEMO_DEFAULTS["out"])))
+        if not config.quiet and runtime.is_main:
+            _log(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...")
+        return config, community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
+    config = _config(args, {})
+    if config.edges is None:
+        parser.error("the following arguments are required: EDGES")
+    return config.with_options(out=_default_out(args, config, Path("runs") / Path(config.edges).stem)), None
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Every command but ``train`` and ``demo``: a search, or what reads a run, a graph or an edge list."""
+    if args.command == "tune":
+        from .run.tune import tune
+        try:
+            config = _config(args, {})
+        except ParameterError as exc:  # the options are train's, the command tune
+            raise exc.of("tune") from None
+        if config.out is None:
+            parser.error("the following arguments are required: --out")
+        names = {f.name for f in dataclasses.fields(TrainConfig)}
+        given = {k for k, v in vars(args).items() if k in names and v is not None}
+        tune(config, trials=_int_arg(args.trials, "trials", "tune"),
+             time_budget=None if args.time_budget is None else _float_arg(args.time_budget, "time_budget", "tune"),
+             given=given, log=_log)
+    elif args.command == "topk":
+        from .run.predict import topk_links
+        topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
+                   exclude_existing=args.exclude_existing, out=args.out, log=_log, index=args.index)
+    elif args.command == "index":
+        from .run.index import build_index
+        build_index(args.run, args.out, kind=args.kind, log=_log)
+    elif args.command == "score":
+        from .run.predict import score_pairs
+        table = score_pairs(args.run, args.pairs, out=args.out)
+        if args.out is None:
+            _print_table(table)
+    elif args.command == "prepare":
+        from .data.prepare import prepare
+        prepare(args.edges, args.out, ids=args.ids, header=args.header, features=args.features,
+                chunk=_int_arg(args.chunk, "chunk", "prepare"), log=_log)
+        _log(f"wrote {args.out}/; train with: gaescale train {args.out} --out RUN")
+    elif args.command == "plan":
+        from .run.plan import plan_command
+        config = _config(args, {"strategy": "auto"})
+        print(plan_command(config, args.graph, args.nodes, args.plan_edges, args.num_features, log=_log))
+    elif args.command == "embed":
+        from .run.embed import embed
+        block = args.block if args.block == "auto" else _int_arg(args.block, "block", "embed") or None
+        embed(args.run, args.edges, args.features, out=args.out, ids=args.ids, header=args.header, block=block,
+              log=_log)
+    elif args.command == "report":
+        from .run.report import write_report
+        _log(f"wrote {write_report(args.run, args.out, log=_log)}")
+
+
 def _default_out(args: argparse.Namespace, config: TrainConfig, base: Path) -> str:
-    """``--out`` as given (or from ``--config``... never: see TrainConfig.from_file); without it ``base``, or where
+    """``--out`` as given (never from a ``--config`` file: see TrainConfig.from_file); without it ``base``, or where
     ``base`` holds a run already the first of ``base-2``, ``base-3``, ... that does not (with ``--resume`` or
     ``--overwrite``: ``base`` itself), so that the same command run twice keeps both runs."""
     if "out" in vars(args):

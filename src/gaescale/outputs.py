@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -43,12 +44,11 @@ def check_out_dir(path, *, flag: str = "--out", what: str = "output directory") 
     return p
 
 
-def probe_write(directory) -> None:
-    """Write and remove a small file in ``directory``: a file system that refuses files (read-only, ``/proc``,
-    no permission, full) is found before any work, not at the first output."""
-    d = Path(directory)
+def refused_write(directory) -> OSError | None:
+    """Write and remove a small file in ``directory``: the error of a file system that refuses files (read-only,
+    ``/proc``, no permission, full), found before any work rather than at the first output; None where it took it."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".gaescale-probe.", dir=d)
+        fd, tmp = tempfile.mkstemp(prefix=".gaescale-probe.", dir=directory)
         try:
             os.write(fd, b"gaescale")
             os.fsync(fd)
@@ -56,7 +56,15 @@ def probe_write(directory) -> None:
             os.close(fd)
             os.unlink(tmp)
     except OSError as exc:
-        raise OutputError(f"{d}: cannot write files there ({exc.strerror or exc}).") from None
+        return exc
+    return None
+
+
+def probe_write(directory) -> None:
+    """:func:`refused_write` as an :class:`OutputError` naming ``directory``."""
+    exc = refused_write(directory)
+    if exc is not None:
+        raise OutputError(f"{directory}: cannot write files there ({exc.strerror or exc}).")
 
 
 def atomic_write(path, write: Callable[[io.BufferedWriter], None]) -> Path:
@@ -87,18 +95,40 @@ def _remove_leftovers(path: Path) -> None:
     """Temporary files of ``path`` that a killed process left (``.NAME.PID.*.tmp``, PID gone)."""
     for p in path.parent.glob(f".{path.name}.*.tmp"):
         pid = p.name[len(path.name) + 2:].split(".")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not owner_alive({"pid": int(pid), "host": socket.gethostname()}):
             p.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def this_process() -> dict:
+    """What a lock or a staging directory records of the process that writes it, for :func:`owner_alive`."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start_time(os.getpid())}
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, Linux's /proc), to tell it from a later process given
+    the same pid; None where that is not known."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner_alive(owner: dict) -> bool:
+    """Whether the process of an ``owner`` record (:func:`this_process`) may still be running: yes when unsure (a
+    record of another host, or one that cannot be read); no when its pid is gone or was given to a later process."""
+    try:
+        pid, host, start = int(owner["pid"]), owner["host"], owner.get("start")
+    except (KeyError, TypeError, ValueError):
+        return True
+    if host != socket.gethostname():
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # another user's process, or a pid this system cannot signal
         return True
-    return True
+    return start is None or process_start_time(pid) in (None, start)
 
 
 def write_json(path, obj: Any) -> Path:

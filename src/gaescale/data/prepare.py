@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ import numpy as np
 
 from ..errors import GraphError, InputFileError, OutputError, ParameterError
 from ..graph import CleanStats, Graph, row_ranges, sorted_unique
-from ..outputs import write_ids
+from ..outputs import owner_alive, this_process, write_ids
 from .chunks import EdgeChunks
 from .readers import EdgeList, check_file, check_node_count
 
@@ -115,7 +114,7 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
     remove_stale(out, log)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
-        (work / OWNER).write_text(json.dumps(_this_process()) + "\n")
+        (work / OWNER).write_text(json.dumps(this_process()) + "\n")
         t = time.perf_counter()
         reader = EdgeChunks(edges, ids=ids, header=header, rows=chunk)
         node_ids, n = _node_ids(reader)
@@ -152,39 +151,8 @@ def prepare(edges, out, *, ids: str = "auto", header: str = "auto", features=Non
     return open_prepared(out)
 
 
-OWNER = "owner"  # in a staging directory: the process writing it (_this_process)
+OWNER = "owner"  # in a staging directory: the process writing it (this_process)
 STALE_UNOWNED_S = 60  # a staging directory without an owner file this old was left by a process killed at once
-
-
-def _this_process() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
-
-
-def _start_time(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, Linux's /proc), to tell it from a later process given
-    the same pid; None where that is not known."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _is_alive(owner: dict) -> bool:
-    """Whether the process of a staging directory's ``owner`` record may still be running (yes when unsure: a
-    record of another host, or one that cannot be read)."""
-    try:
-        pid, host, start = int(owner["pid"]), owner["host"], owner.get("start")
-    except (KeyError, TypeError, ValueError):
-        return True
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return start is None or _start_time(pid) in (None, start)  # else the pid was given to a later process
 
 
 def remove_stale(out: Path, log: Callable[[str], None]) -> None:
@@ -202,7 +170,7 @@ def remove_stale(out: Path, log: Callable[[str], None]) -> None:
                 continue
         except (OSError, ValueError):
             continue
-        if owner is not None and _is_alive(owner):
+        if owner is not None and owner_alive(owner):
             continue
         shutil.rmtree(work, ignore_errors=True)
         who = f"process {owner['pid']}" if owner is not None else "a process"

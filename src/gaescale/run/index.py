@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import zipfile
 import zlib
@@ -35,7 +34,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputFileError, OutputError, ParameterError
 from ..graph import Graph, data_fingerprint, neighbour_pairs
-from ..outputs import atomic_write
+from ..outputs import atomic_write, refused_write
 
 KINDS = ("auto", "hnsw", "ivf")
 FORMAT = "gaescale-ann-index"
@@ -100,13 +99,9 @@ def _check_out(path) -> Path:
         raise OutputError(f"{p}: cannot create the file: {parent} is not a directory.")
     if not os.access(parent, os.W_OK):
         raise OutputError(f"{p}: cannot create the file under {parent} (no write permission).")
-    try:  # a file system that refuses files (read-only, /proc, full) is found before the index is built
-        fd, probe = tempfile.mkstemp(prefix=".gaescale-probe.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise OutputError(f"{p}: cannot create the file: {parent} refused a test file "
-                          f"({exc.strerror or exc}).") from None
+    exc = refused_write(parent)  # a file system that refuses files is found before the index is built
+    if exc is not None:
+        raise OutputError(f"{p}: cannot create the file: {parent} refused a test file ({exc.strerror or exc}).")
     return p
 
 

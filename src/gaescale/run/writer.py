@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 
 from .._version import __version__
 from ..errors import OutputError
-from ..outputs import check_out_dir, probe_write, write_json
+from ..outputs import check_out_dir, owner_alive, probe_write, this_process, write_json
 
 STAGING, COMMIT, LOCK, MANIFEST = ".staging", ".commit", ".lock", "manifest.json"
 # What a run of an earlier version (no manifest.json) wrote: the names a commit replaces there. Not OUT/prepared:
@@ -37,7 +36,7 @@ class RunWriter:
     the run writes everything until :meth:`commit`. Made by :meth:`open`; :meth:`close` lets go."""
 
     def __init__(self, out: Path, created: list[Path]):
-        self.out, self.staging, self._created, self.committed = out, out / STAGING, created, False
+        self.out, self.staging, self._created = out, out / STAGING, created
 
     @classmethod
     def open(cls, out, *, overwrite: bool = False, resume: bool = False, inputs=(), log=None) -> RunWriter:
@@ -64,13 +63,14 @@ class RunWriter:
 
     def _lock(self, log) -> None:
         lock = self.out / LOCK
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        me = {**this_process(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
         for _ in range(2):
             try:
                 fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 holder = _read_json(lock)
-                if holder is not None and _alive(holder):
+                # an unreadable lock, or one without a pid, is taken over as one of a process that is gone
+                if holder is not None and str(holder.get("pid", "")).isdigit() and owner_alive(holder):
                     raise OutputError(f"{self.out}: another gaescale process (pid {holder.get('pid')} on "
                                       f"{holder.get('host')}, since {holder.get('started')}) is writing this run; "
                                       "wait for it, or choose another --out.") from None
@@ -142,7 +142,6 @@ class RunWriter:
         write_json(self.staging / MANIFEST, {"files": files, "gaescale_version": __version__,
                                              "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
         os.rename(self.staging, self.out / COMMIT)
-        self.committed = True
         finish_commit(self.out)
 
     def close(self) -> None:
@@ -248,19 +247,6 @@ def _read_json(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None
-
-
-def _alive(holder: dict) -> bool:
-    """Whether the process that wrote a lock may still run: on another host it cannot be known (so yes)."""
-    if holder.get("host") != socket.gethostname():
-        return True
-    try:
-        os.kill(int(holder["pid"]), 0)
-    except (ProcessLookupError, KeyError, ValueError, TypeError):
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def _gib(n: int) -> str:
