@@ -268,3 +268,11 @@ def split_hashed(graph: Graph, val_fraction: float = 0.05, test_fraction: float 
         train = Graph(train_indptr, indices, n)
     return held_out_split(graph, val_pos, test_pos, seed=seed, train=train)
 
+
+def warn_empty_split(split, log) -> None:
+    """Say so where the split holds no validation or no test edges (a tiny graph): their metrics are then n/a."""
+    empty = [name for name, pos in (("validation", split.val_pos), ("test", split.test_pos)) if not pos.shape[1]]
+    if empty:
+        log(f"warning: the split holds no {' and no '.join(empty)} edges ({split.num_train:,} training edges): "
+            f"{' and '.join(empty)} metrics will be n/a; raise --val-fraction / --test-fraction or use a larger "
+            "graph")

@@ -13,10 +13,12 @@ import torch
 from ..config import TrainConfig
 from ..data.inputs import Inputs, check_not_a_plain_directory, load_edges, log_features, require_weights
 from ..data.prepare import is_prepared
+from ..data.split import warn_empty_split
 from ..errors import ParameterError
 from ..parallel.runtime import Local
 from ..run.memory import peak_rss_bytes
-from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes, staging, warn_empty_split
+from ..run.pipeline import RunResult, _checkpointing, _finish, _Fitted, _resolve, _Sizes
+from ..run.writer import staging_dir
 from ..training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from ..training.heldout import baseline_metrics, verdict
 from ..training.strategies import FullBatch, weighted_pairs
@@ -75,7 +77,7 @@ def train_directed(config: TrainConfig, *, data=None, log, runtime: Local, on_ep
         raise ParameterError("directed", "train", "False with a prepared graph ('gaescale prepare' stores an "
                                                   "undirected graph; directed graphs are read from an edge list, "
                                                   "not supported prepared yet)", True)
-    out = staging(config, writer)
+    out = staging_dir(config.out, writer)
     tracker = open_tracker(config.tensorboard)  # --tensorboard: checked before any work
     t_start = time.perf_counter()
     check_not_a_plain_directory(config, data)

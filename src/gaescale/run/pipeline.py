@@ -2,9 +2,7 @@
 read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
-import contextlib
 import copy
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from ..config import TrainConfig, tagged
 from ..data.inputs import as_array, as_tensor, read_inputs
 from ..data.prepare import is_prepared
 from ..data.readers import EdgeList
+from ..data.split import warn_empty_split
 from ..data.weights import refuse_unsupported
 from ..devices import resolve_device
 from ..encoders import ENCODERS
@@ -39,10 +38,11 @@ from ..training.strategies import weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
+from .process import process_state_kept
 from .ranking import calibrate_structure, ranking_parts, resolve_structure, selects
 from .rundir import embeddings_and_bias, write_run
 from .strategy import choose_strategy, make_strategy
-from .writer import STAGING, RunWriter
+from .writer import STAGING, RunWriter, output_bytes, staging_dir
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
 
@@ -112,27 +112,10 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
                 writer.close()
 
 
-@contextlib.contextmanager
-def process_state_kept():
-    """Leave the process as :func:`train` found it: torch's threads, and every random state a run seeds or draws
-    from (torch's CPU and CUDA generators, NumPy's and Python's global ones: the model's initial weights, dropout,
-    VGAE noise, a resumed checkpoint's states) restored on the way out. Inside, a run seeds them as it always did,
-    so its numbers are those of a run that owned the process."""
-    threads, py_state, np_state = torch.get_num_threads(), random.getstate(), np.random.get_state()
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    try:
-        with torch.random.fork_rng(devices=devices):
-            yield
-    finally:
-        torch.set_num_threads(threads)
-        random.setstate(py_state)
-        np.random.set_state(np_state)
-
-
 def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, on_epoch, test: bool, device,
            writer: RunWriter | None) -> RunResult | None:
     """:func:`train` of an undirected graph, once the process is settled and the output directory taken."""
-    out = staging(config, writer)
+    out = staging_dir(config.out, writer)
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
     refuse_unsupported(config, prepared=data is None and is_prepared(config.edges), world_size=rt.world_size)
@@ -157,7 +140,10 @@ def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, o
     sizes = _Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
     model = _model(config, sizes, device, custom)
     if writer is not None:  # the outputs' room, now that their sizes are known: before training, not after
-        writer.check_space(output_bytes(config, model, sizes, graph.weighted), "the run's outputs and checkpoints")
+        writer.check_space(output_bytes(sizes.num_nodes, sizes.num_edges, dim=config.dim or 16, model=model,
+                                        weighted=graph.weighted, prepared=sizes.prepared is not None,
+                                        checkpoints=bool(config.checkpoint_every)),
+                           "the run's outputs and checkpoints")
     del graph  # from here on only the training graph is needed
     x = None if placed.shards is not None else as_tensor(inputs.x)  # a prepared graph's features are copied here
     if placed.shards is not None:  # only the shards are kept (rank 0 keeps the held-out edges of the split)
@@ -248,34 +234,6 @@ def _start(config: TrainConfig, runtime: Local, log, data) -> tuple[torch.device
             writer.close()
         raise
     return device, writer
-
-
-def warn_empty_split(split, log) -> None:
-    """Say so where the split holds no validation or no test edges (a tiny graph): their metrics are then n/a."""
-    empty = [name for name, pos in (("validation", split.val_pos), ("test", split.test_pos)) if not pos.shape[1]]
-    if empty:
-        log(f"warning: the split holds no {' and no '.join(empty)} edges ({split.num_train:,} training edges): "
-            f"{' and '.join(empty)} metrics will be n/a; raise --val-fraction / --test-fraction or use a larger "
-            "graph")
-
-
-def staging(config: TrainConfig, writer: RunWriter | None) -> Path | None:
-    """Where this process writes the run until it is committed: the writer's staging directory (rank 0), ``config.out``
-    itself for the other ranks of a torchrun group (their scratch, removed as they go: rank 0 alone writes the run),
-    or None without an output directory."""
-    if writer is not None:
-        return writer.staging
-    return None if config.out is None else Path(config.out)
-
-
-def output_bytes(config: TrainConfig, model: torch.nn.Module, sizes: _Sizes, weighted: bool) -> int:
-    """The bytes a run writes, about: embeddings and ids, graph.npz (none for a prepared graph), the model, and
-    the checkpoints kept (two: the model and Adam's two moments)."""
-    params = sum(p.numel() for p in model.parameters()) * 4
-    n, e = sizes.num_nodes, sizes.num_edges
-    graph = 0 if sizes.prepared is not None else 8 * (n + 1) + (8 if weighted else 4) * 2 * e
-    checkpoints = 2 * 3 * params if config.checkpoint_every else 0
-    return n * (4 * (config.dim or 16) + 4 + 12) + graph + params + checkpoints
 
 
 def _model(config: TrainConfig, sizes: _Sizes, device, custom=None) -> GAE:

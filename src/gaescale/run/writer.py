@@ -164,6 +164,24 @@ class RunWriter:
                 break
 
 
+def staging_dir(out, writer: RunWriter | None) -> Path | None:
+    """Where this process writes the run until it is committed: the writer's staging directory (rank 0), ``out``
+    itself for the other ranks of a torchrun group (their scratch, removed as they go: rank 0 alone writes the run),
+    or None without an output directory."""
+    if writer is not None:
+        return writer.staging
+    return None if out is None else Path(out)
+
+
+def output_bytes(num_nodes: int, num_edges: int, *, dim: int, model, weighted: bool, prepared: bool,
+                 checkpoints: bool) -> int:
+    """The bytes a run writes, about: embeddings (``dim`` wide) and ids, graph.npz (none for a prepared graph), the
+    model, and with ``checkpoints`` the two kept (the model and Adam's two moments each)."""
+    params = sum(p.numel() for p in model.parameters()) * 4
+    graph = 0 if prepared else 8 * (num_nodes + 1) + (8 if weighted else 4) * 2 * num_edges
+    return num_nodes * (4 * dim + 4 + 12) + graph + params + (2 * 3 * params if checkpoints else 0)
+
+
 def finish_commit(out: Path) -> None:
     """Complete the commit of a run into ``out`` that was interrupted after its atomic rename (``out/.commit``):
     remove the old run's files that the new run does not have, move the new run's in, the manifest last."""
