@@ -47,9 +47,10 @@ import torch
 from gaescale.config import TrainConfig
 from gaescale.directed.graph import DiGraph, sample_ordered_non_edges, split_directed
 from gaescale.directed.model import DirectedGAE, Gravity, SourceTarget, SourceTargetEncoder, directed_dense_term
-from gaescale.directed.pipeline import build_directed_model, directed_baselines, reverse_auc
+from gaescale.directed.kind import build_directed_model
+from gaescale.directed.metrics import directed_baselines, reverse_auc
 from gaescale.losses import KINDS, dense_term
-from gaescale.run.pipeline import build_model
+from gaescale.run.kinds import build_model
 from gaescale.training.evaluate import link_scores, pair_scores
 from gaescale.training.trainer import fit
 
@@ -193,7 +194,7 @@ def weighted_table(n: int, seeds: list[int], noise_weight: float = 0.1) -> None:
 
 def _auto_choice(ei: np.ndarray, n: int, seeds: list[int]) -> str:
     """What ``directed_symmetric='auto'`` resolves to on the training graph of the first seed's split."""
-    from gaescale.directed.pipeline import resolve_symmetric
+    from gaescale.directed.kind import resolve_symmetric
     split = split_directed(DiGraph.from_edge_index(ei, n), 0.05, 0.10, seed=seeds[0])
     return resolve_symmetric(TrainConfig(directed=True), split.train_graph(), lambda m: None).directed_symmetric
 

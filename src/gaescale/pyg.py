@@ -416,7 +416,7 @@ def to_pyg(run):
     except ImportError:
         raise GaescaleError("to_pyg needs torch_geometric (pip install torch_geometric); it is optional for the "
                             "rest of gaescale.") from None
-    from .run.pipeline import RunResult
+    from .run.result import RunResult
     if isinstance(run, RunResult):
         if run.csr is None:
             raise ParameterError("run", "to_pyg", "a RunResult holding its graph (rank 0's)", _Got("csr=None"))

@@ -10,7 +10,7 @@ import gaescale
 from gaescale.cli import main
 from gaescale.data.readers import EdgeList
 from gaescale.directed.graph import DiGraph
-from gaescale.directed.pipeline import reverse_auc
+from gaescale.directed.metrics import reverse_auc
 from gaescale.models import bias_metric, with_bias
 from gaescale.run.predict import score_pairs, topk_links
 from gaescale.run.rundir import Run
@@ -86,7 +86,8 @@ def reciprocal_graph(n: int = 400, out_degree: int = 5, share: float = 0.5, seed
 
 def test_reciprocity_resolves_the_symmetric_part_and_is_a_baseline():
     from gaescale.directed.graph import DirectedSplit
-    from gaescale.directed.pipeline import directed_baselines, resolve_symmetric
+    from gaescale.directed.kind import resolve_symmetric
+    from gaescale.directed.metrics import directed_baselines
     # 0 -> 1, 1 -> 0, 1 -> 2, 2 -> 3: two of the four edges are reciprocated
     g = DiGraph.from_edge_index(np.array([[0, 1, 1, 2], [1, 0, 2, 3]]), 5)
     assert g.reciprocity == 0.5 and DiGraph.from_edge_index(layered_dag().edge_index, 150).reciprocity == 0
@@ -155,12 +156,11 @@ def test_cli_train_directed_then_topk(tmp_path):
 def test_several_processes_refuse_directed():
     from types import SimpleNamespace
 
-    from gaescale.directed.pipeline import train_directed
     from gaescale.errors import ParameterError
     config = gaescale.TrainConfig(edges="e.txt", directed=True)
     with pytest.raises(ParameterError, match=r"^The 'directed' parameter of train must be False under torchrun "
                                              r"\(several processes do not support directed graphs yet\)\. Got True"):
-        train_directed(config, log=print, runtime=SimpleNamespace(world_size=2), device=torch.device("cpu"))
+        gaescale.train(config, runtime=SimpleNamespace(world_size=2, is_main=True))
 
 
 def test_resume_gives_the_uninterrupted_run(tmp_path):

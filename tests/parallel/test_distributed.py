@@ -411,7 +411,7 @@ def _reference(edges, name, opts, epochs, world=2):
     from gaescale.data.split import split_edges, split_hashed
     from gaescale.graph import Graph
     from gaescale.parallel.runtime import rank_seed
-    from gaescale.run.pipeline import build_model
+    from gaescale.run.kinds import build_model
     from gaescale.training.samplers import metis_parts
     from gaescale.training.strategies import ClusterGCN, FastGAE, NeighborLinks
 
@@ -521,7 +521,7 @@ def test_ranks_of_a_sharded_graph_embed_their_own_nodes_with_the_best_weights(ed
     from gaescale.data.prepare import open_prepared, prepare
     from gaescale.data.split import split_hashed
     from gaescale.models import split_bias
-    from gaescale.run.pipeline import build_model
+    from gaescale.run.kinds import build_model
     from gaescale.training.evaluate import link_scores
     prepare(edges, tmp_path / "g")
     run = _train(tmp_path / "g", tmp_path / "two", *_torchrun(),

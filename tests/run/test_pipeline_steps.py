@@ -10,6 +10,8 @@ from gaescale.graph import Graph
 from gaescale.parallel.placement import place
 from gaescale.parallel.runtime import Local
 from gaescale.run import pipeline
+from gaescale.run.kinds import Undirected
+from gaescale.run.result import Sizes
 
 
 def test_start_refuses_an_output_path_that_is_a_file_before_any_work(tmp_path):
@@ -24,15 +26,15 @@ def test_start_refuses_an_output_path_that_is_a_file_before_any_work(tmp_path):
 
 
 def test_model_draws_its_weights_from_the_seed_alone():
-    sizes = pipeline._Sizes(50, 100, 8, "full", None)
+    sizes = Sizes(50, 100, 8, "full", None)
     config = TrainConfig(seed=3).for_graph(8)
     torch.manual_seed(123)  # whatever the global stream was
-    a = pipeline._model(config, sizes, torch.device("cpu"))
+    a = pipeline._model(config, Undirected(), sizes, torch.device("cpu"))
     torch.rand(7)
-    b = pipeline._model(config, sizes, torch.device("cpu"))
+    b = pipeline._model(config, Undirected(), sizes, torch.device("cpu"))
     for (k, va), vb in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(va, vb), k
-    other = pipeline._model(TrainConfig(seed=4).for_graph(8), sizes, torch.device("cpu"))
+    other = pipeline._model(TrainConfig(seed=4).for_graph(8), Undirected(), sizes, torch.device("cpu"))
     assert any(not torch.equal(p, q) for p, q in zip(other.parameters(), a.parameters()))
 
 
@@ -42,16 +44,16 @@ def test_fit_then_evaluate_give_the_embeddings_and_metrics_of_the_best_epoch():
     x = torch.from_numpy(data.x)
     config = TrainConfig(epochs=6, quiet=True, warmup=0, patience=0).for_graph(8)
     placed = place(config, graph, x, "full", prepared=False, out=None, runtime=Local(), device=None, log=lambda m: None)
-    sizes = pipeline._Sizes(graph.num_nodes, graph.num_edges, 8, "full", None)
-    model = pipeline._model(config, sizes, torch.device("cpu"))
-    fitted = pipeline._fit(config, model, placed, x, sizes, Local(), lambda m: None, None, None, None)
+    sizes = Sizes(graph.num_nodes, graph.num_edges, 8, "full", None)
+    model = pipeline._model(config, Undirected(), sizes, torch.device("cpu"))
+    fitted = pipeline._fit(config, Undirected(), model, placed, x, sizes, Local(), lambda m: None, None, None, None)
     assert fitted.z.shape == (400, config.dim + 2)  # the bias decoder's two extra columns
     assert len(fitted.result.history) == 6 and fitted.block is None
     assert fitted.memory["setup_peak_rss_bytes"] > 0
     with torch.no_grad():  # the weights kept are the best epoch's: z is their forward pass
         model.eval()
         assert torch.allclose(fitted.z, model(x, placed.train_graph), atol=1e-6)
-    metrics = pipeline._evaluate(config, model, placed, fitted, sizes, lambda m: None, test=True)
+    metrics = pipeline._evaluate(config, Undirected(), model, placed, fitted, sizes, lambda m: None, test=True)
     best = max(fitted.result.history, key=lambda h: h["val_auc"])
     assert metrics["val_auc"] == pytest.approx(best["val_auc"], abs=1e-9)
     assert metrics["epochs"] == 6 and metrics["train_edges"] == placed.split.num_train

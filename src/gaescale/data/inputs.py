@@ -22,7 +22,6 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -33,9 +32,6 @@ from ..graph import Graph
 from .features import attach_features
 from .prepare import is_prepared, open_prepared, origin
 from .readers import EdgeList, read_edges
-
-if TYPE_CHECKING:
-    from ..parallel.runtime import Local
 
 RUN_COPY = "prepared"  # the run's own prepared copy of its edge list: OUT/prepared
 
@@ -61,15 +57,10 @@ def load_edges(config: TrainConfig) -> EdgeList:
     return data
 
 
-def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | None = None,
-                runtime: Local | None = None) -> Inputs:
-    """Read the edge list (and features) into a graph, or map a prepared directory: the one given, or the
-    run's own copy of the edge list (see the module's docstring); ``runtime``: this process's
-    (:mod:`gaescale.parallel.runtime`): the ranks of a torchrun group read the files as
-    :func:`gaescale.parallel.reading.read_on_ranks` says (given ``data``, each holds it already)."""
-    if data is None and runtime is not None and runtime.world_size > 1:
-        from ..parallel.reading import read_on_ranks
-        return read_on_ranks(config, log, out, runtime)
+def read_inputs(config: TrainConfig, data: EdgeList | None, log, *, out: Path | None = None) -> Inputs:
+    """One process: read the edge list (and features) into a graph, or map a prepared directory: the one given, or
+    the run's own copy of the edge list (see the module's docstring). The ranks of a torchrun group read as
+    :func:`gaescale.parallel.reading.read_on_ranks` says."""
     t = time.perf_counter()
     if data is None and is_prepared(config.edges):
         check_prepared_features(config)

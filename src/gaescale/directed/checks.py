@@ -22,4 +22,7 @@ def check_directed(config) -> None:
     if config.checkpoint_activations:
         raise ParameterError("checkpoint_activations", "train", "False with directed=True (the source/target encoder "
                                                                 "does not recompute its layers in backward yet)", True)
+    if config.select == "mrr":
+        raise ParameterError("select", "train", "'auto' or 'auc' with directed=True (the validation ranking is an "
+                                                "undirected graph's yet)", "mrr")
     refuse_weight_column(config)  # --weight-column without --weighted: refused, not ignored, as undirected

@@ -152,7 +152,8 @@ class DirectedGAE(nn.Module):
                                  "columns)", num_nodes)
         self.encoder = encoder
         self.pair_decoder = SourceTarget() if decoder is None else decoder
-        self.node_bias = None  # the interface of gaescale.models.GAE: no symmetric per-node bias
+        self.node_bias = None  # the interface of gaescale.models.GAE: no symmetric per-node bias,
+        self.structure = None  # no structural part of the logit (gaescale.structure)
         self.source_bias = None if num_nodes is None else nn.Parameter(torch.zeros(num_nodes))
         self.target_bias = None if num_nodes is None else nn.Parameter(torch.zeros(num_nodes))
 

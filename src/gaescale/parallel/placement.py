@@ -30,13 +30,15 @@ class Placement:
     """This rank's part of the graph: the split (None on the ranks that hold no held-out edges), the training
     graph the strategy reads (the whole graph for a Cluster-GCN rank that cuts by hash; None where sharded),
     the shards (neighbour sampling on several ranks), ``cut_by_hash(u, v)`` (whether an edge is a training
-    edge, for that Cluster-GCN rank) and a scratch directory kept alive while training."""
+    edge, for that Cluster-GCN rank), a scratch directory kept alive while training, and the whole graph where the
+    held-out metrics need it beside the split (a directed run's: its ranking filter and the edges' reversals)."""
 
     split: Any
     train_graph: Graph | None
     shards: Shards | None = None
     cut_by_hash: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     scratch: Any = None
+    graph: Any = None
 
 
 def place(config: TrainConfig, graph: Graph, x, strategy: str, *, prepared: bool, out: Path | None, runtime,

@@ -203,13 +203,10 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
 
 
 def _rebuild(run: Run, config: TrainConfig, state: dict):
-    """The trained model of ``model.pt`` (:func:`gaescale.run.pipeline.build_model`, or the directed one), in
+    """The trained model of ``model.pt`` (the build_model of the run's kind, :mod:`gaescale.run.kinds`), in
     evaluation mode."""
-    if config.directed:
-        from ..directed.pipeline import build_directed_model as build_model
-    else:
-        from .pipeline import build_model
-    model = build_model(config, state["in_dim"], int(state["num_nodes"]))
+    from .kinds import kind_of
+    model = kind_of(config).build_model(config, state["in_dim"], int(state["num_nodes"]))
     try:
         model.load_state_dict(state["state_dict"])
     except (RuntimeError, KeyError) as exc:

@@ -2,76 +2,42 @@
 read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from .. import logs
 from ..config import TrainConfig, tagged
-from ..data.inputs import as_array, as_tensor, read_inputs
+from ..data.inputs import as_array, as_tensor
 from ..data.prepare import is_prepared
 from ..data.readers import EdgeList
 from ..data.split import warn_empty_split
-from ..data.weights import refuse_unsupported
 from ..devices import resolve_device
-from ..encoders import ENCODERS
 from ..errors import DistributedError, ParameterError
-from ..graph import Graph, data_fingerprint, with_self_loops
-from ..models import GAE, VGAE, HadamardMLP
+from ..graph import data_fingerprint
 from ..outputs import check_out_dir, write_json
-from ..parallel.placement import Placement, place
+from ..parallel.placement import Placement
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
 from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, resolve_custom
-from ..structure import FEATURES, StructuralPart, StructuralScores
 from ..training.checkpoint import Checkpointer
-from ..training.evaluate import filtered_ranking, link_scores
-from ..training.heldout import baseline_metrics, baseline_summary, known_edges, test_metrics, verdict
+from ..training.heldout import baseline_summary
 from ..training.selection import selection_note
-from ..training.strategies import weighted_pairs
 from ..training.tracker import open_tracker
 from ..training.trainer import fit
+from .kinds import kind_of
 from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .process import process_state_kept
-from .ranking import calibrate_structure, ranking_parts, resolve_structure, selects
+from .ranking import calibrate_structure, ranking_parts, selects
+from .result import Fitted, RunResult, Sizes
 from .rundir import embeddings_and_bias, write_run
-from .strategy import choose_strategy, make_strategy
+from .strategy import make_strategy
 from .writer import STAGING, RunWriter, output_bytes, staging_dir
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
-
-
-@dataclass
-class RunResult:
-    model: GAE
-    embeddings: np.ndarray  # (N, d) float32, row i = node_ids[i]
-    node_ids: np.ndarray
-    metrics: dict[str, Any]
-    out_dir: Path | None
-    node_bias: np.ndarray | None = None  # (N,) float32 with decoder='bias': s_ij = z_i . z_j + b_i + b_j
-    csr: tuple | None = None  # (indptr (N + 1,), indices (2E,)): the cleaned input graph, as graph.npz (to_pyg)
-
-
-def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int, custom=None) -> GAE:
-    """The GAE (or VGAE) of ``config`` (``encoder='auto'`` resolved for ``in_dim`` features, None: a learnt
-    table); a VGAE's encoder outputs ``2 * dim`` columns (mean and log std). ``custom``: the encoder given as
-    ``train(encoder=module)`` (e.g. :class:`gaescale.pyg.PyGEncoder`) instead of the config's."""
-    config = config.for_graph(in_dim)
-    dims = config.encoder_dims
-    encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
-    pair_decoder = HadamardMLP(config.dim) if config.decoder == "hadamard" else None
-    if custom is None:
-        custom = encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout)
-    return (VGAE if config.variational else GAE)(custom,
-                                                  node_bias=num_nodes if config.decoder == "bias" else None,
-                                                  pair_decoder=pair_decoder,
-                                                  structure=StructuralPart() if config.structure == "on" else None)
 
 
 def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
@@ -97,48 +63,45 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     config = _config(config, options)
     rt = runtime or group or Local()
     data = as_edge_list(data)  # a PyG Data: from_pyg
-    _check_custom(custom, config, rt, prepared=data is None and is_prepared(config.edges))
+    kind = kind_of(config)  # undirected or directed (gaescale.run.kinds): what differs between them, chosen once
+    prepared = data is None and is_prepared(config.edges)
+    kind.check(config, rt, prepared=prepared, custom=custom)
+    if custom is not None:
+        check_custom_encoder(custom, config, rt, prepared=prepared)
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
     with process_state_kept():
         device, writer = _start(config, rt, log, data)
         try:
-            if config.directed:  # its own steps around the same trainer: gaescale/directed/pipeline.py
-                from ..directed.pipeline import train_directed
-                return train_directed(config, data=data, log=log, runtime=rt, on_epoch=on_epoch, test=test,
-                                      device=device, writer=writer)
-            return _train(config, custom, data, log, rt, on_epoch, test, device, writer)
+            return _train(config, kind, custom, data, log, rt, on_epoch, test, device, writer)
         finally:
             if writer is not None:
                 writer.close()
 
 
-def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, on_epoch, test: bool, device,
+def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Local, on_epoch, test: bool, device,
            writer: RunWriter | None) -> RunResult | None:
-    """:func:`train` of an undirected graph, once the process is settled and the output directory taken."""
+    """:func:`train` of a graph of ``kind`` (:mod:`gaescale.run.kinds`), once the process is settled and the output
+    directory taken."""
     out = staging_dir(config.out, writer)
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
-    refuse_unsupported(config, prepared=data is None and is_prepared(config.edges), world_size=rt.world_size)
     # the run's own prepared copy of an edge list (torchrun) is a cache of the input in OUT itself, not staged
-    inputs = read_inputs(config, data, log, out=None if out is None else Path(config.out), runtime=rt)
+    inputs = kind.read(config, data, log, out=None if out is None else Path(config.out), runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
     config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
     if custom is not None:
         log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
-    strategy_name = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
-                                     prepared=inputs.prepared is not None, device=device, runtime=rt)
-    config = resolve_structure(config, strategy_name, rt, prepared=inputs.prepared is not None)
-    placed = place(config, graph, inputs.x, strategy_name, prepared=inputs.prepared is not None, out=out, runtime=rt,
-                   device=device, log=log)
+    prepared = inputs.prepared is not None
+    strategy_name, config = kind.choose(config, graph, num_features, log, prepared=prepared, device=device, runtime=rt)
+    config, placed = kind.place(config, graph, inputs.x, strategy_name, prepared=prepared, out=out, runtime=rt,
+                                device=device, log=log)
     if rt.is_main:
         warn_empty_split(placed.split, log)
-    csr = (graph.indptr, graph.indices) if rt.is_main else None  # for graph.npz (topk --exclude-existing, the report)
-    if csr is not None and graph.data is not None:
-        csr += (graph.data,)  # a weighted graph's weights: graph.npz 'data'; fingerprinted with the CSR
-    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, inputs.x, log, rt,
-                                          prepared=inputs.prepared is not None)
-    sizes = _Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
-    model = _model(config, sizes, device, custom)
+    # graph.npz (topk --exclude-existing, the report): a CSR (and a weighted graph's weights), fingerprinted
+    csr = kind.run_graph(graph) if rt.is_main else None
+    checkpointer, resume = _checkpointing(config, strategy_name, out, csr, inputs.x, log, rt, prepared=prepared)
+    sizes = Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
+    model = _model(config, kind, sizes, device, custom)
     if writer is not None:  # the outputs' room, now that their sizes are known: before training, not after
         writer.check_space(output_bytes(sizes.num_nodes, sizes.num_edges, dim=config.dim or 16, model=model,
                                         weighted=graph.weighted, prepared=sizes.prepared is not None,
@@ -152,11 +115,12 @@ def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, o
             inputs = placed.split = None
     try:  # the tracker gets every epoch's record, the resumed ones first, and is closed even on an error
         tracker.start(resume["history"] if resume else ())
-        fitted = _fit(config, model, placed, x, sizes, rt, log, checkpointer, resume, tracker.callback(on_epoch))
+        fitted = _fit(config, kind, model, placed, x, sizes, rt, log, checkpointer, resume,
+                      tracker.callback(on_epoch))
         if not rt.is_main:  # waits while rank 0 writes the outputs, so that all leave the group together
             rt.barrier()
             return None
-        metrics = _evaluate(config, model, placed, fitted, sizes, log, test=test)
+        metrics = _evaluate(config, kind, model, placed, fitted, sizes, log, test=test)
         tracker.log_final(metrics)
     finally:
         tracker.close()
@@ -164,40 +128,6 @@ def _train(config: TrainConfig, custom, data: EdgeList | None, log, rt: Local, o
     result = _finish(config, model, inputs, csr, placed.split, fitted, metrics, sizes, writer, log)
     rt.barrier()  # the others wait here (a rank that tore the group down alone was seen to abort)
     return result
-
-
-def _check_custom(custom, config: TrainConfig, rt: Local, *, prepared: bool) -> None:
-    """Refuse, before anything is read, what a module given as ``train(encoder=...)`` cannot do."""
-    if custom is None:
-        return
-    if config.directed:
-        raise ParameterError("encoder", "train", "an encoder name with directed=True (a module given as encoder= is "
-                                                 "not supported on directed graphs yet)", type(custom).__name__)
-    check_custom_encoder(custom, config, rt, prepared=prepared)
-
-
-@dataclass
-class _Sizes:
-    """What the steps after reading need to know of the graph (which is let go once it is split)."""
-
-    num_nodes: int
-    num_edges: int
-    num_features: int | None
-    strategy: str
-    prepared: Path | None
-
-
-@dataclass
-class _Fitted:
-    """What training left: the fit's result, ``z: (N, d)`` on the CPU, the block of layer-wise inference
-    (None: one forward pass), the seconds embedding took, and the memory measured around training."""
-
-    result: Any
-    z: torch.Tensor | None
-    block: int | None
-    embed_seconds: float
-    memory: dict[str, Any]
-    features: Any = None  # the training graph's pair features (gaescale.structure) of a model with a structural part
 
 
 def _config(config: TrainConfig | None, options: dict) -> TrainConfig:
@@ -236,23 +166,24 @@ def _start(config: TrainConfig, runtime: Local, log, data) -> tuple[torch.device
     return device, writer
 
 
-def _model(config: TrainConfig, sizes: _Sizes, device, custom=None) -> GAE:
-    """The model of ``config``, its initial weights drawn from ``config.seed``, on ``device``."""
+def _model(config: TrainConfig, kind, sizes: Sizes, device, custom=None) -> torch.nn.Module:
+    """The model of ``config`` for the ``kind`` of graph, its initial weights drawn from ``config.seed``, on
+    ``device``."""
     torch.manual_seed(config.seed)
-    model = build_model(config, sizes.num_features, sizes.num_nodes, custom).to(device)
+    model = kind.build_model(config, sizes.num_features, sizes.num_nodes, custom).to(device)
     model.encoder.checkpoint_activations = config.checkpoint_activations
     return model
 
 
-def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, rt: Local, log, checkpointer, resume,
-         on_epoch) -> _Fitted:
+def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, rt: Local, log, checkpointer, resume,
+         on_epoch) -> Fitted:
     """Train ``model`` with the strategy of ``sizes.strategy`` (:func:`gaescale.trainer.fit`), then embed every node
     with its best weights; the memory of setup and of training measured apart."""
     shards = placed.shards
     train_graph = placed.train_graph if shards is None else shards.graph
     strategy = make_strategy(config, sizes.strategy, train_graph, log, rt, train_edges=placed.cut_by_hash)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
-    train_pairs = _train_pairs(placed.split, train_graph, config.self_loops) if sizes.strategy == "full" else None
+    train_pairs = kind.train_pairs(config, placed, train_graph) if sizes.strategy == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
     # strategy builds that operator for training anyway; the shards always are, by every rank.
     layerwise = shards is not None or (sizes.prepared is not None and sizes.strategy in ("cluster", "neighbor"))
@@ -291,10 +222,10 @@ def _fit(config: TrainConfig, model: GAE, placed: Placement, x, sizes: _Sizes, r
     seconds = time.perf_counter() - t
     if two_hop is not None and has_val:  # the structural part's scale, on the validation ranking
         calibrate_structure(model, z, placed.split, train_graph, two_hop.features, config.seed, log)
-    return _Fitted(result, z, block, seconds, memory, two_hop and two_hop.features)
+    return Fitted(result, z, block, seconds, memory, two_hop and two_hop.features)
 
 
-def _evaluate(config: TrainConfig, model: GAE, placed: Placement, fitted: _Fitted, sizes: _Sizes, log, *,
+def _evaluate(config: TrainConfig, kind, model, placed: Placement, fitted: Fitted, sizes: Sizes, log, *,
               test: bool) -> dict[str, Any]:
     """The run's metrics: held-out scores next to the heuristics, training's course, its time and memory."""
     result, split = fitted.result, placed.split
@@ -304,15 +235,9 @@ def _evaluate(config: TrainConfig, model: GAE, placed: Placement, fitted: _Fitte
     if fitted.block:
         log(f"embedded {sizes.num_nodes:,} nodes layer by layer, {fitted.block:,} rows at a time"
             f"{', each of the processes its own' if placed.shards is not None else ''} [{fitted.embed_seconds:.1f}s]")
-    train_graph = placed.train_graph if placed.shards is None else None
-    structure = None if model.structure is None else StructuralScores(fitted.features, model.structure.weights)
     before = peak_rss_bytes()  # training's and embedding's; evaluation's own peak is measured apart
     evaluation_measured = reset_peak_rss()
-    metrics = _heldout_metrics(fitted.z, split, train_graph, split.val_pos.shape[1] > 0, config.seed, log, test=test,
-                               how=dict(metric=model.metric(fitted.z), decoder=_on_cpu(model.pair_decoder),
-                                        structure=structure))
-    if structure is not None:
-        metrics["structure_weights"] = dict(zip(FEATURES, structure.weights.tolist()))
+    metrics = kind.heldout_metrics(config, model, fitted, placed, log, test=test)
     memory = dict(fitted.memory, evaluation_peak_rss_bytes=peak_rss_bytes() if evaluation_measured else None,
                   before_evaluation_peak_rss_bytes=before)
     metrics.update(epochs=len(result.history), best_epoch=result.best_epoch, stopped_early=result.stopped_early,
@@ -324,7 +249,7 @@ def _evaluate(config: TrainConfig, model: GAE, placed: Placement, fitted: _Fitte
     return metrics
 
 
-def _finish(config: TrainConfig, model: GAE, inputs, csr, split, fitted: _Fitted, metrics: dict, sizes: _Sizes,
+def _finish(config: TrainConfig, model, inputs, csr, split, fitted: Fitted, metrics: dict, sizes: Sizes,
             writer: RunWriter | None, log) -> RunResult:
     """Write the run directory (with a ``writer``: into its staging directory, then committed) and the report,
     log the summary, and return the result."""
@@ -356,48 +281,6 @@ def _resolve(config: TrainConfig, num_features: int | None, log) -> TrainConfig:
     why = "no features" if num_features is None else f"{num_features:,} features per node"
     log(f"--encoder auto: {config.encoder} {'-'.join(map(str, config.layer_dims))} ({why}), lr {config.lr:g}")
     return config
-
-
-def _on_cpu(module: torch.nn.Module | None) -> torch.nn.Module | None:
-    """A CPU copy of ``module`` (the pair decoder scores the CPU embeddings; the model stays where it is)."""
-    return None if module is None else copy.deepcopy(module).cpu()
-
-
-def _heldout_metrics(z: torch.Tensor, split, train_graph: Graph | None, has_val: bool, seed: int,
-                     log, *, how: dict | None = None, test: bool = True) -> dict[str, Any]:
-    """Validation and test scores of ``z: (N, d)`` on ``split`` (:func:`gaescale.heldout.test_metrics`), and
-    the link heuristics on the same test pairs with ``beats_baselines``; None where a split part is empty.
-    ``how``: the decoder's ``metric`` and ``decoder`` (:mod:`gaescale.evaluate`)."""
-    metrics: dict[str, Any] = {"val_auc": None, "val_ap": None, "test_auc": None, "test_ap": None}
-    if has_val:
-        metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, **(how or {}))
-    if test and split.test_pos.shape[1]:
-        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, **(how or {})))
-        if (how or {}).get("structure") is not None and train_graph is not None:  # the structural part's share
-            alone = {**how, "structure": None}
-            metrics["embeddings_only"] = filtered_ranking(z, split.test_pos, known_edges(train_graph, split),
-                                                          seed=seed, **alone)
-        metrics["baselines"] = _baselines(train_graph, split, log, seed)
-        metrics.update(verdict(metrics))
-    return metrics
-
-
-def _baselines(train_graph: Graph | None, split, log, seed: int) -> dict | None:
-    """The link heuristics on the test split (:func:`gaescale.heldout.baseline_metrics`), or None where rank 0
-    does not hold the whole training graph (neighbour sampling over several processes: it holds its shard)."""
-    if train_graph is None:
-        log("baselines: not computed (the training graph is sharded over the processes)")
-        return None
-    return baseline_metrics(train_graph, split, seed=seed)
-
-
-def _train_pairs(split, train_graph: Graph, self_loops: bool) -> torch.Tensor:
-    """``(2, E)`` the training edges (plus ``(i, i)`` for every node when the target is ``A + I``); a weighted
-    graph's as a :class:`gaescale.sparse.PairIndex` with their weights."""
-    if train_graph.weighted:
-        return weighted_pairs(train_graph, self_loops)
-    edges = split.train if split.train is not None else train_graph.edge_index()
-    return torch.from_numpy(with_self_loops(edges, train_graph.num_nodes, self_loops))
 
 
 # Settings that may differ between the hosts of a data-parallel run: paths, and what only this process sees.
