@@ -21,19 +21,19 @@ import numpy as np
 from ..errors import InputFileError
 from .readers import (
     BeyondInt64,
-    _as_ids,
-    _data_lines,
-    _diagnose_text,
-    _read_npz,
-    _suffix,
+    as_ids,
     as_indices,
     check_file,
     check_index_dtype,
+    data_lines,
+    diagnose_text,
     gzip_errors,
     integer_ids,
     mostly_integers,
+    read_npz,
     sniff_text,
     strip_ids,
+    suffix_of,
 )
 
 Columns = tuple[np.ndarray, np.ndarray]
@@ -45,7 +45,7 @@ class EdgeChunks:
     def __init__(self, path, *, ids: str = "auto", header: str = "auto", rows: int = 1 << 22):
         self.path = check_file(path)
         self.ids, self.header, self.rows = ids, header, int(rows)
-        self.ext = _suffix(self.path)
+        self.ext = suffix_of(self.path)
         self.x = None  # features stored with the graph (.npz 'x')
         self.num_nodes = None  # .npz 'num_nodes'
         if self.ext in ("npy", "npz"):
@@ -85,7 +85,7 @@ class EdgeChunks:
             yield self._checked_indices(as_indices(self.path, np.asarray(ei[:, start:start + self.rows])), start)
 
     def _npz(self) -> Iterator[Columns]:
-        el = _read_npz(self.path)  # validated whole, num_nodes and x included
+        el = read_npz(self.path)  # validated whole, num_nodes and x included
         self.x, self.num_nodes = el.x, el.num_nodes
         for start in range(0, el.edge_index.shape[1], self.rows):
             chunk = el.edge_index[:, start:start + self.rows]
@@ -136,14 +136,14 @@ class EdgeChunks:
         try:
             for df in reader:
                 if df.isna().any(axis=None):
-                    _diagnose_text(self.path, sep, has_header)
+                    diagnose_text(self.path, sep, has_header)
                     row = int(np.argmax(df.isna().any(axis=1).to_numpy()))
                     raise InputFileError(self.path, "missing node id.", line=self._line(has_header, start + row))
                 cols = [df.iloc[:, k].to_numpy() for k in (0, 1)]
                 yield self._typed(cols, ("source", "target"), lambda i, first=start: self._line(has_header, first + i))
                 start += len(df)
         except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-            _diagnose_text(self.path, sep, has_header)
+            diagnose_text(self.path, sep, has_header)
             raise InputFileError(self.path, f"could not parse the edge list ({exc}).") from None
 
     def _typed(self, cols: list[np.ndarray], names, line_of) -> Columns:
@@ -180,12 +180,12 @@ class EdgeChunks:
                 hint = ("" if self.ids == "int"
                         else " (the first rows hold integer ids; pass --ids str to read all as strings)")
                 c = integer_ids(self.path, strip_ids(c), name, line_of, hint, ids=ids)
-            out.append(_as_ids(self.path, c, ids, name, line_of))
+            out.append(as_ids(self.path, c, ids, name, line_of))
         return out[0], out[1]
 
     def _line(self, has_header: bool, row: int) -> int | None:
         """The file line of data row ``row`` (0-based), counted by streaming the file (error paths only)."""
-        lines = _data_lines(self.path)
+        lines = data_lines(self.path)
         if has_header:
             next(lines, None)
         for k, (no, _) in enumerate(lines):

@@ -7,18 +7,18 @@ import numpy as np
 
 from ..errors import InputFileError
 from .readers import (
-    _INT,
+    INT_PATTERN,
     BeyondInt64,
     EdgeList,
-    _as_ids,
-    _data_lines,
-    _line_numbers,
-    _split,
-    _suffix,
+    as_ids,
     check_features,
     check_file,
+    data_lines,
     gzip_errors,
+    line_numbers,
     sniff_text,
+    split_fields,
+    suffix_of,
 )
 
 # The id column's name in a header line whose feature columns are named 0, 1, ... (pandas' df.to_csv() of a
@@ -42,9 +42,9 @@ def is_header(tokens: list[str], next_id: str | None) -> bool:
     if not all(_is_number(t) for t in tokens[1:]):
         return True
     first, names = tokens[0], tokens[1:]
-    if names != [str(i) for i in range(len(names))] or _INT.match(first):
+    if names != [str(i) for i in range(len(names))] or INT_PATTERN.match(first):
         return False
-    return first.lower() in INDEX_NAMES or (next_id is not None and bool(_INT.match(next_id)))
+    return first.lower() in INDEX_NAMES or (next_id is not None and bool(INT_PATTERN.match(next_id)))
 
 
 def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
@@ -57,7 +57,7 @@ def read_feature_table(path) -> tuple[np.ndarray | None, np.ndarray]:
 
 
 def _read_feature_table(p: Path) -> tuple[np.ndarray | None, np.ndarray]:
-    ext = _suffix(p)
+    ext = suffix_of(p)
     if ext in ("npy", "npz"):
         try:
             loaded = np.load(p, allow_pickle=False)
@@ -85,14 +85,14 @@ def _read_feature_table(p: Path) -> tuple[np.ndarray | None, np.ndarray]:
     else:
         import pandas as pd
         sep, _ = sniff_text(p, "no")
-        head = [text for _, (_, text) in zip(range(2), _data_lines(p))]
+        head = [text for _, (_, text) in zip(range(2), data_lines(p))]
         # Feature values are numbers, so a first line with a non-number among them is a header (or pandas' header).
-        has_header = is_header(_split(head[0], sep), _split(head[1], sep)[0] if len(head) > 1 else None)
+        has_header = is_header(split_fields(head[0], sep), split_fields(head[1], sep)[0] if len(head) > 1 else None)
         lines = None
 
         def line_of(i):
             nonlocal lines
-            lines = lines or _line_numbers(p, has_header)
+            lines = lines or line_numbers(p, has_header)
             return lines[i]
         try:
             df = pd.read_csv(p, sep=sep or r"\s+", header=0 if has_header else None, comment="#")
@@ -103,15 +103,15 @@ def _read_feature_table(p: Path) -> tuple[np.ndarray | None, np.ndarray]:
                 bad = pd.to_numeric(df[c], errors="coerce").isna() & df[c].notna()
                 row = int(np.argmax(bad.to_numpy())) if bad.any() else int(np.argmax(df[c].isna().to_numpy()))
                 raise InputFileError(p, f"feature values must be numbers. Got {df[c].iloc[row]!r}.",
-                                     line=_line_numbers(p, has_header)[row], field=str(c))
+                                     line=line_numbers(p, has_header)[row], field=str(c))
     if df.shape[1] < 2:
         raise InputFileError(p, f"expected an id column and at least one feature column. Got {df.shape[1]} column(s).")
     column, name = df.iloc[:, 0].to_numpy(), str(df.columns[0])
     hint = " (most ids in the first column are integers)"
     try:
-        ids = _as_ids(p, column, "auto", name, line_of, hint=hint)
+        ids = as_ids(p, column, "auto", name, line_of, hint=hint)
     except BeyondInt64:  # integer ids beyond int64: strings
-        ids = _as_ids(p, column, "str", name, line_of)
+        ids = as_ids(p, column, "str", name, line_of)
     values = df.iloc[:, 1:]
     for c in values.columns:
         if values[c].dtype.kind not in "iufb":

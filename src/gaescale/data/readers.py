@@ -23,7 +23,7 @@ from . import weights
 
 HEADER_WORDS = {"src", "dst", "source", "target", "from", "to", "node1", "node2", "head", "tail", "id1", "id2",
                 "source_id", "target_id", "src_id", "dst_id", "node", "neighbor", "neighbour", "u", "v"}
-_INT = re.compile(r"^[+-]?\d+$")
+INT_PATTERN = re.compile(r"^[+-]?\d+$")
 INT64_MAX = int(np.iinfo(np.int64).max)
 # The largest node count: the pair keys u * N + v that deduplicate edges (graph.canonical_edges, prepare) fit in int64.
 MAX_NODES = math.isqrt(INT64_MAX)
@@ -89,7 +89,7 @@ def gzip_errors(p: Path) -> Iterator[None]:
         raise InputFileError(p, f"not a valid gzip file ({exc}); compress or fetch it again.") from None
 
 
-def _suffix(p: Path) -> str:
+def suffix_of(p: Path) -> str:
     s = p.name.lower()
     return s[:-3].rsplit(".", 1)[-1] if s.endswith(".gz") else s.rsplit(".", 1)[-1]
 
@@ -100,7 +100,7 @@ def read_edges(path, *, ids: str = "auto", header: str = "auto", weighted: bool 
     ``weighted``: read each edge's weight too (:mod:`gaescale.data.weights`) into ``edge_weight``: the third
     column of a text or Parquet table (or the one named ``weight_column``), an ``.npz``'s ``edge_weight``."""
     p = check_file(path)
-    ext = _suffix(p)
+    ext = suffix_of(p)
     if weight_column is not None and ext in ("npy", "npz"):
         raise InputFileError(p, f"a .{ext} edge list has no named columns (--weight-column {weight_column}); an .npz "
                                 "holds its weights in the array 'edge_weight'.")
@@ -110,7 +110,7 @@ def read_edges(path, *, ids: str = "auto", header: str = "auto", weighted: bool 
                                     "'edge_index' and 'edge_weight', or a text or Parquet table with a weight column.")
         return _from_index_array(p, _load_npy(p), None)
     if ext == "npz":
-        return _read_npz(p, weighted)
+        return read_npz(p, weighted)
     if ext in ("parquet", "pq"):
         def read(ids_):
             return _read_parquet(p, ids_, weighted, weight_column)
@@ -133,7 +133,7 @@ def _load_npy(p: Path) -> np.ndarray:
         raise InputFileError(p, f"not a readable .npy array ({type(exc).__name__}: {exc}).") from None
 
 
-def _read_npz(p: Path, weighted: bool = False) -> EdgeList:
+def read_npz(p: Path, weighted: bool = False) -> EdgeList:
     try:
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -293,7 +293,7 @@ def _encode_strings(p: Path, arrs: list, names=("source", "target"), line_of=Non
     return EdgeList(inv.reshape(2, -1), len(node_ids), node_ids, source=str(p))
 
 
-def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None, hint: str | None = None) -> np.ndarray:
+def as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None, hint: str | None = None) -> np.ndarray:
     """Coerce a parsed id column to int64 or str objects, following ``ids`` (auto/int/str). An integer beyond int64
     raises :class:`BeyondInt64` (auto) or the error (int); ``hint``: what to say after a non-integer id among
     integers (default: pass ids='str')."""
@@ -327,13 +327,13 @@ def _as_ids(p: Path, col: np.ndarray, ids: str, name: str, line_of=None, hint: s
 def mostly_integers(values: np.ndarray, head: int = 100_000) -> bool:
     """Whether most of the first ``head`` ``values`` (text) are integers: how ``ids='auto'`` decides."""
     first = values[:head]
-    return bool(len(first)) and float(np.mean([bool(_INT.match(str(v))) for v in first])) > 0.5
+    return bool(len(first)) and float(np.mean([bool(INT_PATTERN.match(str(v))) for v in first])) > 0.5
 
 
 def integer_ids(p: Path, s: np.ndarray, name: str, line_of=None, hint: str = "", ids: str = "int") -> np.ndarray:
     """Text ids ``s`` that must all be integers, as int64; else an error naming the first that is not. One beyond
     int64 raises :class:`BeyondInt64` with ``ids='auto'``, else the error naming it."""
-    full = np.fromiter((bool(_INT.match(str(v))) for v in s), bool, len(s))
+    full = np.fromiter((bool(INT_PATTERN.match(str(v))) for v in s), bool, len(s))
     if not full.all():
         i = int(np.argmin(full))
         raise InputFileError(p, f"expected an integer node id. Got {s[i]!r}{hint}.",
@@ -366,7 +366,7 @@ def _read_parquet(p: Path, ids: str, weighted: bool = False, weight_column: str 
     if all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in columns):
         el = _text_ids(p, columns, ids, names, lambda i: None)
     else:
-        el = _mapped(p, [_as_ids(p, c.to_numpy(zero_copy_only=False), ids, name) for name, c in zip(names, columns)])
+        el = _mapped(p, [as_ids(p, c.to_numpy(zero_copy_only=False), ids, name) for name, c in zip(names, columns)])
     el.edge_weight = w
     return el
 
@@ -386,7 +386,7 @@ def _open_text(p: Path):
     return gzip.open(p, "rt", errors="replace") if _is_gz(p) else open(p, errors="replace")
 
 
-def _data_lines(p: Path):
+def data_lines(p: Path):
     """Yield ``(line_number, tokens_line)`` for non-blank lines with comments stripped."""
     with gzip_errors(p), _open_text(p) as fh:
         for no, line in enumerate(fh, 1):
@@ -395,28 +395,28 @@ def _data_lines(p: Path):
                 yield no, line
 
 
-def _split(line: str, sep: str | None) -> list[str]:
+def split_fields(line: str, sep: str | None) -> list[str]:
     return [t.strip() for t in line.split(sep)] if sep else line.split()
 
 
 def sniff_text(p: Path, header: str) -> tuple[str | None, bool]:
     """``(separator or None for whitespace, has_header)`` from the first data lines."""
     head = []
-    for item in _data_lines(p):
+    for item in data_lines(p):
         head.append(item)
         if len(head) == 2:
             break
     if not head:
         raise InputFileError(p, "no data lines (only blank lines or '#' comments).")
     first = head[0][1]
-    ext = _suffix(p)
+    ext = suffix_of(p)
     # Commas win; a .tsv splits on tabs only (ids may hold spaces); otherwise any run of whitespace.
     sep = "," if "," in first else "\t" if ext == "tsv" else None
-    toks = _split(first, sep)
+    toks = split_fields(first, sep)
     if header == "auto":
-        second_numeric = len(head) > 1 and all(_INT.match(t) for t in _split(head[1][1], sep)[:2])
+        second_numeric = len(head) > 1 and all(INT_PATTERN.match(t) for t in split_fields(head[1][1], sep)[:2])
         has_header = (any(t.lower() in HEADER_WORDS for t in toks[:2])
-                      or (not all(_INT.match(t) for t in toks[:2]) and second_numeric))
+                      or (not all(INT_PATTERN.match(t) for t in toks[:2]) and second_numeric))
     else:
         has_header = header == "yes"
     if len(toks) < 2:
@@ -424,20 +424,20 @@ def sniff_text(p: Path, header: str) -> tuple[str | None, bool]:
     return sep, has_header
 
 
-def _diagnose_text(p: Path, sep, has_header: bool) -> None:
+def diagnose_text(p: Path, sep, has_header: bool) -> None:
     """Scan line by line for the first line without two ids and raise an error naming it."""
-    items = _data_lines(p)
+    items = data_lines(p)
     if has_header:
         next(items, None)
     for no, line in items:
-        toks = _split(line, sep)
+        toks = split_fields(line, sep)
         if len(toks) < 2 or any(t == "" for t in toks[:2]):
             raise InputFileError(p, f"expected at least 2 columns (source, target). Got {len(toks)}: {line!r}.",
                                  line=no)
 
 
-def _line_numbers(p: Path, has_header: bool) -> list[int]:
-    nums = [no for no, _ in _data_lines(p)]
+def line_numbers(p: Path, has_header: bool) -> list[int]:
+    nums = [no for no, _ in data_lines(p)]
     return nums[1:] if has_header else nums
 
 
@@ -451,7 +451,7 @@ def _read_text(p: Path, ids: str, header: str, weighted: bool = False, weight_co
                          skip_blank_lines=True, usecols=[0, 1] if wcol is None else [0, 1, wcol], engine="c",
                          dtype=str if ids == "str" else None)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        _diagnose_text(p, sep, has_header)
+        diagnose_text(p, sep, has_header)
         raise InputFileError(p, f"could not parse the edge list ({exc}).") from None
     w_raw = None
     if wcol is not None:
@@ -461,14 +461,14 @@ def _read_text(p: Path, ids: str, header: str, weighted: bool = False, weight_co
     if len(df) == 0:
         raise InputFileError(p, "the edge list has no edges (only a header, blank lines or comments).")
     if df.isna().any(axis=None):
-        _diagnose_text(p, sep, has_header)
+        diagnose_text(p, sep, has_header)
         row = int(np.argmax(df.isna().any(axis=1).to_numpy()))
-        raise InputFileError(p, "missing node id.", line=_line_numbers(p, has_header)[row])
+        raise InputFileError(p, "missing node id.", line=line_numbers(p, has_header)[row])
     lines = None
 
     def line_of(i):
         nonlocal lines
-        lines = lines or _line_numbers(p, has_header)
+        lines = lines or line_numbers(p, has_header)
         return lines[i]
 
     w = None if wcol is None else _text_weights(p, w_raw, sep, has_header, wcol, weight_column, line_of)
@@ -477,15 +477,15 @@ def _read_text(p: Path, ids: str, header: str, weighted: bool = False, weight_co
         import pyarrow as pa
         el = _text_ids(p, [pa.array(df[c]) for c in (0, 1)], ids, names, line_of)
     else:
-        el = _mapped(p, [_as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)], names, line_of)
+        el = _mapped(p, [as_ids(p, df[c].to_numpy(), ids, names[c], line_of) for c in (0, 1)], names, line_of)
     el.edge_weight = w
     return el
 
 
 def _weight_column(p: Path, sep, has_header: bool, weight_column: str | None) -> int:
     """Where the weight column is in a text edge list (:func:`gaescale.data.weights.text_column`)."""
-    no, first = next(_data_lines(p))
-    return weights.text_column(p, _split(first, sep), has_header, weight_column, no)
+    no, first = next(data_lines(p))
+    return weights.text_column(p, split_fields(first, sep), has_header, weight_column, no)
 
 
 def _text_weights(p: Path, raw: np.ndarray, sep, has_header: bool, wcol: int, weight_column, line_of) -> np.ndarray:
@@ -493,12 +493,12 @@ def _text_weights(p: Path, raw: np.ndarray, sep, has_header: bool, wcol: int, we
     named by its line and its text there, read back by a scan of the file up to that line."""
     field = weight_column or "weight"
     if has_header and weight_column is None:
-        field = _split(next(_data_lines(p))[1], sep)[wcol]
+        field = split_fields(next(data_lines(p))[1], sep)[wcol]
 
     def token_of(line: int):
-        for no, text in _data_lines(p):
+        for no, text in data_lines(p):
             if no == line:
-                toks = _split(text, sep)
+                toks = split_fields(text, sep)
                 return toks[wcol] if len(toks) > wcol and toks[wcol] != "" else None
         return None
     return weights.text_weights(p, raw, field, line_of, token_of)
