@@ -132,10 +132,7 @@ def run_copy(config: TrainConfig, out: Path | None, group, log) -> Path | None:
     resumed = main and config.resume and is_copy(target, made_from)  # the run being resumed trained from it
     if config.resume and not partitioned:
         resumed = group.from_main(resumed, waiting=True)  # as rank 0 sees it, on every rank
-    if not (partitioned or resumed):
-        if resumed:
-            log(f"resuming from the run's own prepared copy of {config.edges}, {target}")
-            return target
+    if not (partitioned or resumed):  # read into memory; a resumed run's copy is reused below
         if not config.resume and main and is_copy(target):
             shutil.rmtree(target)
         return None
