@@ -270,3 +270,29 @@ def test_ctrl_c_without_checkpoints_gives_no_resume_hint(tmp_path, capsys, monke
     assert main(args + ["--out", str(out), "--epochs", "4", "--quiet", "--no-report"]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "gaescale: interrupted"
     assert not (out / "checkpoints").exists()
+
+
+def _help(capsys, monkeypatch, *command) -> str:
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option: nothing wrapped
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_metavars_are_whole_words(capsys, monkeypatch):
+    import dataclasses
+    import re
+
+    from gaescale.config import TrainConfig
+    text = _help(capsys, monkeypatch, "train")
+    shown = dict(re.findall(r"^  (--[a-z-]+) ([A-Z_]+)\b", text, re.M))
+    for flag, metavar in {"--checkpoint-every": "N", "--memory-budget": "SIZE", "--time-limit": "SECONDS",
+                          "--cluster-parts": "N", "--batch-size": "N", "--val-fraction": "FRACTION",
+                          "--neg-ratio": "RATIO", "--fastgae-alpha": "ALPHA", "--weight-column": "COLUMN",
+                          "--epochs": "EPOCHS", "--tensorboard": "DIR", "--hard-negatives": "W"}.items():
+        assert shown[flag] == metavar, flag
+    for f in dataclasses.fields(TrainConfig):  # never a name cut at its first word
+        words = f.name.upper().split("_")
+        if len(words) > 1 and "--" + f.name.replace("_", "-") in shown:
+            assert shown["--" + f.name.replace("_", "-")] != words[0], f.name
+

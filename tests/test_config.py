@@ -64,3 +64,30 @@ def test_from_file_merges_overrides_like_with_options(tmp_path):
     path.write_text(json.dumps({"edges": "e.csv", "lrr": 1}))
     with pytest.raises(InputFileError, match="field 'lrr': unknown config field"):
         TrainConfig.from_file(path)
+
+
+@pytest.mark.parametrize("given, gib", [("22GiB", 22.0), ("22G", 22.0), ("22 gib", 22.0), ("22GB", 22e9 / 2**30),
+                                        ("512MiB", 0.5), ("512M", 0.5), ("2.5 GiB", 2.5), ("1TiB", 1024.0),
+                                        ("22", 22.0), ("0.5", 0.5), (22, 22.0), (1.5, 1.5)])
+def test_the_memory_budget_takes_the_units_people_type_and_a_bare_number_is_gib(given, gib):
+    config = TrainConfig(strategy="auto", memory_budget=given)
+    assert config.memory_budget == pytest.approx(gib, rel=1e-12) and isinstance(config.memory_budget, float)
+
+
+@pytest.mark.parametrize("bad", ["22XB", "GiB", "-1GiB", "0", "0MiB", "22 GiB 3", "1e400", "nan", -2.0, [1]])
+def test_a_bad_memory_budget_is_a_parameter_error_that_says_what_a_size_is(bad):
+    with pytest.raises(ParameterError, match=r"^The 'memory_budget' parameter of train must be a size > 0: GiB, or "
+                                             r"a number with a unit \(e\.g\. 22GiB, 22G, 20GB, 512MiB\)\. Got .* "
+                                             r"instead"):
+        TrainConfig(strategy="auto", memory_budget=bad)
+
+
+def test_the_cli_reads_a_memory_budget_with_a_unit(tmp_path, capsys):
+    from gaescale.cli import main
+    (tmp_path / "e.txt").write_text("".join(f"{i} {(i + 1) % 50}\n" for i in range(50)))
+    assert main(["plan", str(tmp_path / "e.txt"), "--memory-budget", "512MiB"]) == 0
+    assert "budget 0.50 GiB" in capsys.readouterr().out
+    assert main(["plan", str(tmp_path / "e.txt"), "--memory-budget", "22XB"]) == 2
+    assert capsys.readouterr().err.strip() == ("gaescale: error: The 'memory_budget' parameter of train must be a "
+                                               "size > 0: GiB, or a number with a unit (e.g. 22GiB, 22G, 20GB, "
+                                               "512MiB). Got '22XB' instead.")

@@ -22,6 +22,16 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _metavar(f) -> str:
+    """A config field's metavar: its own (``--memory-budget SIZE``), else a whole word for its value: the name of a
+    one-word field (``--epochs EPOCHS``), N for a count (``--checkpoint-every N``), else the name's last word
+    (``--val-fraction FRACTION``)."""
+    if "metavar" in f.metadata:
+        return f.metadata["metavar"]
+    words = f.name.upper().split("_")
+    return words[0] if len(words) == 1 else "N" if f.metadata["rule"].startswith("int") else words[-1]
+
+
 def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults: dict) -> None:
     for section, fields in fields_by_section().items():
         g = parser.add_argument_group(SECTION_TITLES[section])
@@ -40,8 +50,7 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults:
                                action="store_false" if negated else "store_true", default=argparse.SUPPRESS,
                                help=help_)
                 continue
-            kw = dict(dest=f.name, default=argparse.SUPPRESS, help=help_,
-                      metavar=f.metadata.get("metavar", f.name.upper().split("_")[0]))
+            kw = dict(dest=f.name, default=argparse.SUPPRESS, help=help_, metavar=_metavar(f))
             if f.metadata["rule"] == "choice":
                 kw["metavar"] = "{" + ",".join(c for c in f.metadata["choices"] if c) + "}"
             g.add_argument(_flag(f.name), **kw)

@@ -14,6 +14,7 @@ from typing import Any
 from .devices import DEVICES
 from .errors import ParameterError
 from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
+from .rules import check_value
 from .sparse import PRECISIONS
 
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
@@ -27,7 +28,8 @@ def _model_defaults(encoder: str) -> dict[str, Any]:
 
 def _opt(default, help: str, rule: str, *, section: str = "training", per_host: bool = False, resumable: bool = False,
          run: bool = False, **extra):
-    """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), ints, choice, path, opt-path, bool, int-or-none;
+    """A config field. ``rule`` is one of: int>=K, float>0, float[0,1), gib>0 (a size, :func:`gaescale.rules.gib`),
+    ints, choice, path, opt-path, bool, int-or-none;
     ``section``: its section of ``--help`` (and of the CLI's subcommands); ``per_host``: it may differ between the
     hosts of a data-parallel run (paths, and what only this process sees); ``resumable``: a run may resume with
     another value (it changes neither the data nor the trajectory of training; the input paths too: the graph's
@@ -109,8 +111,10 @@ class TrainConfig:
                                  "fastgae, cluster, neighbor whose predicted peak fits --memory-budget; see 'gaescale "
                                  "plan')",
                          "choice", section="scaling", choices=("full", "cluster", "fastgae", "neighbor", "auto"))
-    memory_budget: float | None = _opt(None, "GiB that --strategy auto may plan for (default: the memory available "
-                                             "when training starts)", "float>0", section="scaling", optional=True)
+    memory_budget: float | None = _opt(None, "memory that --strategy auto may plan for, in GiB or with a unit: 22GiB, "
+                                             "22G, 512MiB, 20GB (10^9 bytes) (default: the memory available when "
+                                             "training starts)", "gib>0", section="scaling", optional=True,
+                                       metavar="SIZE")
     cluster_parts: int | None = _opt(None, "METIS parts for --strategy cluster (default: one per 1,000 nodes)",
                                      "int>=1", section="scaling", optional=True)
     clusters_per_batch: int | None = _opt(None, "parts per Cluster-GCN step (default: 20)", "int>=1",
@@ -166,7 +170,7 @@ class TrainConfig:
                                    resumable=True, optional=True, metavar="DIR", run=True)
     time_limit: float | None = _opt(None, "stop training after the optimizer step that brings the training time "
                                           "past this many seconds (evaluation excluded)", "float>0", section="runtime",
-                                    optional=True, resumable=True)
+                                    optional=True, resumable=True, metavar="SECONDS")
     device: str = _opt("auto", "where training runs: cpu, cuda (one GPU per process; under torchrun, the local "
                                "rank's), or auto (cuda when torch sees a GPU)", "choice", section="runtime",
                        choices=DEVICES, per_host=True, resumable=True, run=True)
@@ -182,7 +186,7 @@ class TrainConfig:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            setattr(self, f.name, _check(f, getattr(self, f.name)))
+            setattr(self, f.name, check_value(f, getattr(self, f.name)))
         if self.encoder == "linear" and self.hidden:
             raise ParameterError("hidden", "train", "empty with encoder='linear' (it has no hidden layers)",
                                  ",".join(map(str, self.hidden)))
@@ -353,68 +357,12 @@ def _merged(base: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
             if name in options or base.get(name) is None:
                 continue
             try:
-                value = _check(fields[name], base[name])
+                value = check_value(fields[name], base[name])
             except ParameterError:  # an invalid value: refused by the constructor as given
                 continue
             if value == default:
                 merged[name] = None
     return merged
-
-
-def _check(f: dataclasses.Field, value):
-    rule, name = f.metadata["rule"], f.name
-    if value is None and f.metadata.get("optional"):
-        return None
-    bad = lambda expected: ParameterError(name, "train", expected, value)  # noqa: E731
-    if rule == "bool":
-        if isinstance(value, bool):
-            return value
-        raise bad("a bool")
-    if rule == "opt-str":
-        if isinstance(value, str) and value:
-            return value
-        raise bad("a non-empty string or None")
-    if rule in ("path", "opt-path"):
-        if value is None and rule == "opt-path":
-            return None
-        if isinstance(value, str) and value:
-            return value
-        if hasattr(value, "__fspath__"):
-            return str(value)
-        raise bad("a non-empty path")
-    if rule == "choice":
-        if value in f.metadata["choices"]:
-            return value
-        raise bad(f"one of {[c for c in f.metadata['choices'] if c is not None]}")
-    if rule == "ints":
-        if value is None:
-            return None
-        try:
-            items = ([int(p) for p in value.split(",")] if value.strip() else []) if isinstance(value, str) \
-                else [int(p) for p in value]
-            if all(i >= 1 for i in items) and (isinstance(value, str) or all(float(p) == int(p) for p in value)):
-                return tuple(items)
-        except (TypeError, ValueError):
-            pass
-        raise bad("a comma-separated list of ints >= 1 (e.g. '16,16')")
-    if rule.startswith("int"):
-        low = int(rule.split(">=")[1])
-        try:
-            if not isinstance(value, bool) and float(value) == int(value) and int(value) >= low:
-                return int(value)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 (inf) has no int
-            pass
-        raise bad(f"an int >= {low}")
-    if rule.startswith("float"):
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            raise bad("a float") from None
-        ok = v > 0 if rule == "float>0" else v >= 0 if rule == "float>=0" else 0.0 <= v < 1.0
-        if ok and v == v and v != float("inf"):
-            return v
-        raise bad({"float>0": "a float > 0", "float>=0": "a float >= 0"}.get(rule, "a float in [0, 1)"))
-    raise AssertionError(f"unknown rule {rule}")  # a bug in this module, not user input
 
 
 def fields_by_section() -> dict[str, list[dataclasses.Field]]:
