@@ -111,7 +111,7 @@ def test_help_lists_every_config_field():
         if f.name != "edges":
             assert f.metadata.get("flag", "--" + f.name.replace("_", "-")) in r.stdout, f.name
     r = subprocess.run([sys.executable, "-m", "gaescale", "demo", "--help"], capture_output=True, text=True)
-    assert r.returncode == 0 and "--nodes" in r.stdout and "(default: 16,16)" in r.stdout
+    assert r.returncode == 0 and "--num-nodes" in r.stdout and "(default: 16,16)" in r.stdout
     assert "--weighted" not in r.stdout  # the built-in graph has no weights
 
 
@@ -279,6 +279,30 @@ def _help(capsys, monkeypatch, *command) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command, old, new, args, expect", [
+    ("topk", "--nodes", "--node-ids", ["RUN", "--out", "t.tsv", "--node-ids", "a", "b"], ("node_ids", ["a", "b"])),
+    ("plan", "--nodes", "--num-nodes", ["--num-nodes", "10"], ("num_nodes", "10")),
+    ("plan", "--edges", "--num-edges", ["--num-edges", "20"], ("num_edges", "20")),
+    ("demo", "--nodes", "--num-nodes", ["--num-nodes", "7"], ("num_nodes", 7)),
+])
+def test_a_renamed_flag_is_read_under_its_old_spelling_too_which_help_leaves_out(capsys, monkeypatch, command, old,
+                                                                                new, args, expect):
+    from gaescale.cli import build_parser
+    dest, value = expect
+    for spelling in (new, old):
+        parsed = build_parser().parse_args([command] + [spelling if a == new else a for a in args])
+        assert getattr(parsed, dest) == value, spelling
+    text = _help(capsys, monkeypatch, command)
+    assert f"  {new} " in text and f" {old} " not in text and f"[{old} " not in text
+
+
+def test_plan_with_the_old_count_flags_prints_what_the_new_ones_do(capsys):
+    assert main(["plan", "--num-nodes", "3000", "--num-edges", "15000", "--memory-budget", "64"]) == 0
+    new = capsys.readouterr().out
+    assert main(["plan", "--nodes", "3000", "--edges", "15000", "--memory-budget", "64"]) == 0
+    assert capsys.readouterr().out == new and "3,000 nodes, 15,000 edges" in new
+
+
 def test_metavars_are_whole_words(capsys, monkeypatch):
     import dataclasses
     import re
@@ -296,3 +320,10 @@ def test_metavars_are_whole_words(capsys, monkeypatch):
         if len(words) > 1 and "--" + f.name.replace("_", "-") in shown:
             assert shown["--" + f.name.replace("_", "-")] != words[0], f.name
 
+
+def test_the_score_help_says_what_each_decoder_scores(capsys, monkeypatch):
+    text = " ".join(_help(capsys, monkeypatch, "score").split())
+    for part in ("z_u . z_v (--decoder inner)", "z_u . z_v + b_u + b_v (bias)", "MLP of z_u * z_v (hadamard)",
+                 "for a directed run z_s_u . z_t_v", "structural part", "sigmoid(s_uv)"):
+        assert part in text, part
+    assert "sigmoid of the run's logit (z_u . z_v, plus" not in text

@@ -53,9 +53,9 @@ CASES = {
                         "The 'k' parameter of topk must be an int >= 1. Got 0 instead."),
     "topk: k not a number": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--k", "ten", "--out", str(t / "l.tsv")],
                              "The 'k' parameter of topk must be an int >= 1. Got 'ten' instead."),
-    "topk: unknown node": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--nodes", "3", "x9",
+    "topk: unknown node": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--node-ids", "3", "x9",
                                           "--out", str(t / "l.tsv")],
-                           "--nodes: node id 'x9' is not in the run ({t}/run/nodes.tsv)."),
+                           "--node-ids: node id 'x9' is not in the run ({t}/run/nodes.tsv)."),
     "topk: output suffix": (lambda t, tr: ["topk", _run(_setup_run(t, tr)), "--out", str(t / "l.xlsx")],
                             "The 'out' parameter of topk must be a file name ending in one of ['.tsv', '.csv', "
                             "'.parquet']. Got '{t}/l.xlsx' instead."),
@@ -214,9 +214,9 @@ CASES = {
                                                              "--tensorboard", _edit(t, "tb", "x")] + FAST,
                                               "{t}/tb: the TensorBoard directory is an existing file; choose another "
                                               "--tensorboard."),
-    "plan: both a graph and counts": (lambda t, tr: ["plan", _edit(t, "e.txt", RING), "--nodes", "30"],
-                                      "The 'graph' parameter of plan must be an edge list, or --nodes and --edges, "
-                                      "not both. Got 'both' instead."),
+    "plan: both a graph and counts": (lambda t, tr: ["plan", _edit(t, "e.txt", RING), "--num-nodes", "30"],
+                                      "The 'graph' parameter of plan must be an edge list, or --num-nodes and "
+                                      "--num-edges, not both. Got 'both' instead."),
     "flag: a memory budget nothing fits": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
                                                           "--strategy", "auto", "--memory-budget", "0.01", "--quiet"],
                                            "The 'memory_budget' parameter of train must be at least 0.74 GiB, the "

@@ -32,6 +32,11 @@ def _metavar(f) -> str:
     return words[0] if len(words) == 1 else "N" if f.metadata["rule"].startswith("int") else words[-1]
 
 
+def _alias(parser, old: str, dest: str, **kw) -> None:
+    """``old``, a former spelling of the option ``dest``, still read but left out of ``--help``."""
+    parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
+
+
 def _add_config_flags(parser: argparse.ArgumentParser, skip: set[str], defaults: dict) -> None:
     for section, fields in fields_by_section().items():
         g = parser.add_argument_group(SECTION_TITLES[section])
@@ -71,12 +76,14 @@ def _add_tune(sub) -> None:
 def _add_run_commands(sub) -> None:
     """The commands that use a finished run's model or embeddings: topk, index, score, embed."""
     topk = sub.add_parser("topk", help="the k most likely new links of each node", description=(
-        "The k nodes of largest score with each node (or with --nodes): the run's logit (z_u . z_v, plus the "
-        "biases and the structural part where the run has them), exactly and never forming N x N; the table is "
-        "keyed by the original ids: node, rank, candidate, score (the logit), probability."))
+        "The k nodes of largest score with each node (or with each of --node-ids): the run's logit (z_u . z_v, plus "
+        "the biases and the structural part where the run has them; z_s_u . z_t_v, u's out-links, for a directed "
+        "run), exactly and never forming N x N; the table is keyed by the original ids: node, rank, candidate, "
+        "score (the logit), probability."))
     topk.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     topk.add_argument("--k", default=10, help="links per node (default: 10)")
-    topk.add_argument("--nodes", nargs="+", metavar="ID", help="only these nodes (original ids)")
+    topk.add_argument("--node-ids", nargs="+", metavar="ID", help="only these nodes (original ids)")
+    _alias(topk, "--nodes", "node_ids", nargs="+", metavar="ID")
     topk.add_argument("--exclude-existing", action="store_true", help="leave out the graph's existing edges")
     topk.add_argument("--out", required=True, help="output table: .tsv, .csv or .parquet")
     topk.add_argument("--index", help="search this file of 'gaescale index' instead of the exact scan (approximate)")
@@ -90,9 +97,11 @@ def _add_run_commands(sub) -> None:
                                                       "measured; default: auto)")
 
     score = sub.add_parser("score", help="probabilities of given node pairs", description=(
-        "Score id pairs (two columns; comma, tab or whitespace separated; optional header) with "
-        "sigmoid of the run's logit (z_u . z_v, plus the biases and the structural part where the run has them). "
-        "Writes source, target, score, probability as TSV to --out or to stdout."))
+        "Score id pairs (two columns; comma, tab or whitespace separated; optional header) with the run's own "
+        "decoder: the logit s_uv is z_u . z_v (--decoder inner), z_u . z_v + b_u + b_v (bias), the trained MLP of "
+        "z_u * z_v (hadamard), or for a directed run z_s_u . z_t_v (u the source; with the biases and the symmetric "
+        "part where the run has them), plus the structural part where the run has it; the probability is "
+        "sigmoid(s_uv). Writes source, target, score (the logit), probability as TSV to --out or to stdout."))
     score.add_argument("run", help="a run directory (the --out of 'gaescale train')")
     score.add_argument("pairs", help="a file of id pairs, or - for stdin")
     score.add_argument("--out", help="output table: .tsv, .csv or .parquet (default: TSV on stdout)")
@@ -141,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="train on the built-in 770,000-node community graph", description=(
         "Generate the deterministic default graph (communities, heavy-tailed degrees, 8 features per node) and "
         "train the user's model on it (GCN 8 -> 16 -> 16 -> 8) end to end."))
-    demo.add_argument("--nodes", type=int, default=770_000, help="nodes of the generated graph (default: 770000)")
+    demo.add_argument("--num-nodes", type=int, default=770_000, help="nodes of the generated graph (default: 770000)")
+    _alias(demo, "--nodes", "num_nodes", type=int)
     demo.add_argument("--num-edges", type=int, default=4_600_000, help="undirected edges (default: 4600000)")
     demo.add_argument("--graph-seed", type=int, default=0, help="seed of the generated graph (default: 0)")
     _add_config_flags(demo, {"edges", "features", "ids", "header", "weighted", "weight_column"}, DEMO_DEFAULTS)
@@ -167,13 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                             "is about 40 bytes per entry plus O(N) (default: 16777216)")
 
     plan = sub.add_parser("plan", help="predicted peak memory and work per epoch of each strategy", description=(
-        "For a graph (an edge list, or --nodes and --edges) and the model flags of 'train', print each "
+        "For a graph (an edge list, or --num-nodes and --num-edges) and the model flags of 'train', print each "
         "strategy's predicted peak memory of training and its work per epoch, the dense N x N matrix for "
         "reference, and what --strategy auto would choose under --memory-budget (default: available memory)."))
     plan.add_argument("graph", nargs="?", help="an edge list to size (read and cleaned once) or a prepared directory, "
-                                               "instead of --nodes/--edges")
-    plan.add_argument("--nodes", help="number of nodes")
-    plan.add_argument("--edges", dest="plan_edges", metavar="EDGES", help="number of undirected edges")
+                                               "instead of --num-nodes and --num-edges")
+    plan.add_argument("--num-nodes", help="number of nodes")
+    plan.add_argument("--num-edges", help="number of undirected edges")
+    _alias(plan, "--nodes", "num_nodes")
+    _alias(plan, "--edges", "num_edges")
     plan.add_argument("--num-features", default="0", help="features per node (default: 0, featureless)")
     _add_config_flags(plan, {f.name for g in ("input", "output", "runtime") for f in fields_by_section()[g]},
                       {"strategy": "auto"})
@@ -244,8 +256,8 @@ def _training(args: argparse.Namespace, parser: argparse.ArgumentParser, runtime
         config = _config(args, DEMO_DEFAULTS)
         config = config.with_options(out=_default_out(args, config, Path(DEMO_DEFAULTS["out"])))
         if not config.quiet and runtime.is_main:
-            _log(f"generating the default graph: {args.nodes:,} nodes, {args.num_edges:,} edges ...")
-        return config, community_graph(args.nodes, args.num_edges, seed=args.graph_seed)
+            _log(f"generating the default graph: {args.num_nodes:,} nodes, {args.num_edges:,} edges ...")
+        return config, community_graph(args.num_nodes, args.num_edges, seed=args.graph_seed)
     config = _config(args, {})
     if config.edges is None:
         parser.error("the following arguments are required: EDGES")
@@ -269,7 +281,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
              given=given, log=_log)
     elif args.command == "topk":
         from .run.predict import topk_links
-        topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.nodes,
+        topk_links(args.run, _int_arg(args.k, "k", "topk"), nodes=args.node_ids,
                    exclude_existing=args.exclude_existing, out=args.out, log=_log, index=args.index)
     elif args.command == "index":
         from .run.index import build_index
@@ -287,7 +299,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     elif args.command == "plan":
         from .run.plan import plan_command
         config = _config(args, {"strategy": "auto"})
-        print(plan_command(config, args.graph, args.nodes, args.plan_edges, args.num_features, log=_log))
+        print(plan_command(config, args.graph, args.num_nodes, args.num_edges, args.num_features, log=_log))
     elif args.command == "embed":
         from .run.embed import embed
         block = args.block if args.block == "auto" else _int_arg(args.block, "block", "embed") or None

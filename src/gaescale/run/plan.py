@@ -243,10 +243,11 @@ def format_table(plans: list[StrategyPlan], num_nodes: int, budget: int | None =
     return "\n".join(rows)
 
 
-def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_features, *, log=None) -> str:
-    """``gaescale plan``: the table for an edge list (``graph``) or for ``nodes`` and ``edges`` counts."""
-    if (graph is None) == (nodes is None and edges is None):
-        raise ParameterError("graph", "plan", "an edge list, or --nodes and --edges, not both",
+def plan_command(config: TrainConfig, graph: str | None, num_nodes, num_edges, num_features, *, log=None) -> str:
+    """``gaescale plan``: the table for an edge list (``graph``) or for ``num_nodes`` and ``num_edges`` counts, and
+    the choice of ``--strategy auto``."""
+    if (graph is None) == (num_nodes is None and num_edges is None):
+        raise ParameterError("graph", "plan", "an edge list, or --num-nodes and --num-edges, not both",
                              "both" if graph is not None else None)
     f = _count("num_features", num_features, 0)
     from ..data.prepare import is_prepared, open_prepared
@@ -264,7 +265,7 @@ def plan_command(config: TrainConfig, graph: str | None, nodes, edges, num_featu
         if log:
             log(f"read {data.source}: {n:,} nodes, {e:,} undirected edges")
     else:
-        n, e = _count("nodes", nodes, 1), _count("edges", edges, 1)
+        n, e = _count("num_nodes", num_nodes, 1), _count("num_edges", num_edges, 1)
     budget = budget_bytes(config)
     config = config.for_graph(f or None)
     plans = plan(config, n, e, f or None, prepared=prepared)

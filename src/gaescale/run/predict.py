@@ -221,7 +221,7 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
         raise ParameterError("decoder", "topk", "'bias' or 'inner' (a bilinear decoder, whose exact top-k scan prunes "
                                                "by length); score candidate pairs of this hadamard run with "
                                                "'gaescale score'", "hadamard")
-    queries = None if nodes is None else run.rows(list(nodes), "--nodes")
+    queries = None if nodes is None else run.rows(list(nodes), "--node-ids")
     graph = run.graph() if exclude_existing else None
     if index is not None:
         from .index import indexed_top_k
