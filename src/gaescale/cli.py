@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="predicted peak memory and work per epoch of each strategy", description=(
         "For a graph (an edge list, or --num-nodes and --num-edges) and the model flags of 'train', print each "
         "strategy's predicted peak memory of training and its work per epoch, the dense N x N matrix for "
-        "reference, and what --strategy auto would choose under --memory-budget (default: available memory)."))
+        "reference, and what --strategy auto would choose under --memory-budget (default: available memory, on a "
+        "GPU --device at most its free memory, as 'train' plans)."))
     plan.add_argument("graph", nargs="?", help="an edge list to size (read and cleaned once) or a prepared directory, "
                                                "instead of --num-nodes and --num-edges")
     plan.add_argument("--num-nodes", help="number of nodes")
@@ -189,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--num-features", default="0", help="features per node (default: 0, featureless)")
     _add_config_flags(plan, {f.name for g in ("input", "output", "runtime") for f in fields_by_section()[g]},
                       {"strategy": "auto"})
+    device = TrainConfig.__dataclass_fields__["device"]
+    plan.add_argument("--device", dest="device", default=argparse.SUPPRESS, choices=device.metadata["choices"],
+                      metavar="{" + ",".join(device.metadata["choices"]) + "}",
+                      help="where training would run: a GPU's free memory caps the budget as in 'train' (cpu, cuda, "
+                           "or auto: cuda when torch sees a GPU; default: auto)")
     return parser
 
 

@@ -110,3 +110,47 @@ def test_the_budget_is_shared_by_the_processes_of_a_host():
     assert abs(two - one / 2) < 0.05 * available_memory()  # MemAvailable moves a little between the reads
     assert budget_bytes(TrainConfig(strategy="auto", memory_budget=1.5),
                         environ={"LOCAL_WORLD_SIZE": "4"}) == 1.5 * 2**30
+
+
+def _fake_gpu(monkeypatch, free: int):
+    """A machine with one CUDA device of ``free`` bytes free (and far more host memory than that)."""
+    import torch
+
+    from gaescale.run import plan as plan_module
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80 * 2**30))
+    monkeypatch.setattr(plan_module, "available_memory", lambda: 2**40)
+
+
+@pytest.mark.parametrize("device", ["cuda", "auto"])
+def test_plan_caps_the_budget_at_the_devices_memory_as_strategy_auto_does(monkeypatch, capsys, device):
+    import torch
+
+    from gaescale.run.strategy import choose_strategy
+    n, e, f = 1_000_000, 6_000_000, 8
+    config = gaescale.TrainConfig(hidden="16,16", dim=8, strategy="auto", device=device)
+    by = {p.strategy: p for p in plan(config, n, e, f)}
+    free = by["fastgae"].peak_bytes - 1  # the host's memory fits full batch, the GPU's only Cluster-GCN
+    _fake_gpu(monkeypatch, free)
+    auto = choose_strategy(config, n, e, f, lambda m: None, device=torch.device("cuda", 0))
+    assert auto == "cluster"
+    assert main(["plan", "--num-nodes", str(n), "--num-edges", str(e), "--num-features", str(f), "--hidden", "16,16",
+                 "--dim", "8", "--device", device]) == 0
+    out = capsys.readouterr().out
+    assert f"budget {free / 2**30:.2f} GiB (at most cuda:0's free memory)" in out
+    assert f"--strategy auto would train with: {auto}" in out
+    # --device cpu, or a budget given, plans without the GPU, as train does
+    assert main(["plan", "--num-nodes", str(n), "--num-edges", str(e), "--num-features", str(f), "--hidden", "16,16",
+                 "--dim", "8", "--device", "cpu"]) == 0
+    assert "would train with: full" in capsys.readouterr().out
+    assert choose_strategy(config, n, e, f, lambda m: None, device=torch.device("cpu")) == "full"
+
+
+def test_plan_on_cuda_without_a_gpu_is_refused_before_any_work(capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["plan", "--num-nodes", "100", "--num-edges", "300", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err.startswith("gaescale: error: The 'device' parameter of plan must be 'cpu' or 'auto'")

@@ -245,11 +245,12 @@ def format_table(plans: list[StrategyPlan], num_nodes: int, budget: int | None =
 
 def plan_command(config: TrainConfig, graph: str | None, num_nodes, num_edges, num_features, *, log=None) -> str:
     """``gaescale plan``: the table for an edge list (``graph``) or for ``num_nodes`` and ``num_edges`` counts, and
-    the choice of ``--strategy auto``."""
+    the choice of ``--strategy auto`` under the budget that ``train`` would plan with on ``config.device``."""
     if (graph is None) == (num_nodes is None and num_edges is None):
         raise ParameterError("graph", "plan", "an edge list, or --num-nodes and --num-edges, not both",
                              "both" if graph is not None else None)
     f = _count("num_features", num_features, 0)
+    device = _device(config)  # before the graph is read: --device cuda without a GPU is refused at once
     from ..data.prepare import is_prepared, open_prepared
     prepared = graph is not None and is_prepared(graph)
     if prepared:
@@ -266,18 +267,28 @@ def plan_command(config: TrainConfig, graph: str | None, num_nodes, num_edges, n
             log(f"read {data.source}: {n:,} nodes, {e:,} undirected edges")
     else:
         n, e = _count("num_nodes", num_nodes, 1), _count("num_edges", num_edges, 1)
-    budget = budget_bytes(config)
+    budget = budget_bytes(config, device)  # as train's --strategy auto plans (run/strategy.py): a GPU's memory too
+    capped = f" (at most {device}'s free memory)" if device.type == "cuda" and not config.memory_budget else ""
     config = config.for_graph(f or None)
     plans = plan(config, n, e, f or None, prepared=prepared)
     lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} "
              f"{'-'.join(map(str, config.encoder_dims))}{', VGAE' if config.variational else ''}; "
-             f"budget {budget / 2**30:.2f} GiB", "",
+             f"budget {budget / 2**30:.2f} GiB{capped}", "",
              format_table(plans, n, budget), ""]
     try:
         lines.append(f"--strategy auto would train with: {choose(plans, budget, config).strategy}")
     except ParameterError as exc:
         lines.append(f"--strategy auto: no strategy fits ({exc})")
     return "\n".join(lines)
+
+
+def _device(config: TrainConfig) -> torch.device:
+    """The device ``train`` would run on with ``config.device`` (:func:`gaescale.devices.resolve_device`)."""
+    from ..devices import resolve_device
+    try:
+        return resolve_device(config.device)
+    except ParameterError as exc:  # --device cuda where torch sees no GPU
+        raise exc.of("plan") from None
 
 
 def _count(name: str, value, low: int) -> int:
