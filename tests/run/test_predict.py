@@ -164,3 +164,65 @@ def test_hadamard_run_scores_pairs_with_its_mlp_and_topk_refuses(tmp_path):
         topk_links(out, 3)
     with pytest.raises(gaescale.ParameterError, match="decoder='hadamard'"):
         gaescale.TrainConfig(decoder="hadamard", dense="exact")
+
+
+@pytest.fixture(scope="module")
+def inner_run(tmp_path_factory):
+    """A run whose logit is the plain z_u . z_v (--decoder inner, no structural part): a reference by hand."""
+    rng = np.random.default_rng(3)
+    names = np.array([f"v{i}" for i in range(90)])
+    e = {tuple(sorted(rng.choice(90, 2, replace=False))) for _ in range(360)}
+    p = tmp_path_factory.mktemp("data") / "edges.csv"
+    p.write_text("".join(f"{names[a]},{names[b]}\n" for a, b in sorted(e)))
+    out = tmp_path_factory.mktemp("inner") / "run"
+    gaescale.train(edges=str(p), out=str(out), epochs=5, hidden="8", dim=4, decoder="inner", structure="off",
+                   quiet=True, report=False)
+    return out
+
+
+def test_run_score_takes_pairs_as_arrays_and_files_alike(inner_run, tmp_path):
+    from gaescale.run.rundir import Run
+    run = Run.open(inner_run)
+    ids = (inner_run / "nodes.tsv").read_text().split()
+    z = np.load(inner_run / "embeddings.npy").astype(np.float64)
+    rows = [(3, 9), (9, 3), (0, 41), (17, 5)]
+    logit = np.array([z[u] @ z[v] for u, v in rows])  # the reference: NumPy's dot products of the embeddings
+    tuples = [(ids[u], ids[v]) for u, v in rows]
+    (tmp_path / "pairs.csv").write_text("".join(f"{a},{b}\n" for a, b in tuples))
+    tables = [run.score(tuples), run.score(np.array(tuples)), run.score(np.array(tuples).T),
+              run.score(tmp_path / "pairs.csv"), run.score(str(tmp_path / "pairs.csv")),
+              score_pairs(str(inner_run), np.array(tuples).T), score_pairs(run, tuples[:2])]
+    for t in tables:
+        n = len(t["score"])
+        assert list(t["source"]) == [a for a, _ in tuples[:n]] and list(t["target"]) == [b for _, b in tuples[:n]]
+        np.testing.assert_allclose(t["score"], logit[:n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(t["probability"], 1 / (1 + np.exp(-logit[:n])), rtol=1e-5)
+    run.score(tuples, out=tmp_path / "s.tsv")
+    back = pd.read_csv(tmp_path / "s.tsv", sep="\t")
+    assert back.columns.tolist() == ["source", "target", "score", "probability"] and len(back) == 4
+    with pytest.raises(gaescale.ParameterError, match=r"The 'pairs' parameter of score must be a file of id pairs, or "
+                                                      r"a \(P, 2\) or \(2, P\) array of node ids\. Got \['v1', 'v2', "
+                                                      r"'v3'\] instead\."):
+        run.score(["v1", "v2", "v3"])
+    with pytest.raises(gaescale.InputFileError, match=r"^pairs, field 'target': node id 'nope' is not in the run"):
+        run.score([("v1", "nope")])
+
+
+def test_run_topk_takes_node_ids_as_a_list_an_array_or_one_id(inner_run, tmp_path):
+    from gaescale.run.rundir import Run
+    run = Run.open(inner_run)
+    ids = np.array((inner_run / "nodes.tsv").read_text().split())
+    z = np.load(inner_run / "embeddings.npy")
+    q = np.array([4, 30, 77])
+    rv, ri = _brute(z, 3, queries=q)  # NumPy's dot products, sorted
+    for nodes in (list(ids[q]), ids[q], ids[q].astype(object)):
+        t = run.topk(3, nodes=nodes)
+        assert list(t["node"]) == list(np.repeat(ids[q], 3)) and list(t["rank"]) == [1, 2, 3] * 3
+        np.testing.assert_allclose(t["score"], rv.ravel(), rtol=1e-5, atol=1e-6)
+        assert list(t["candidate"]) == list(ids[ri.ravel()])
+        np.testing.assert_allclose(t["probability"], 1 / (1 + np.exp(-rv.ravel())), rtol=1e-5)
+    one = run.topk(2, nodes=ids[30], out=tmp_path / "one.tsv")
+    assert list(one["node"]) == [ids[30]] * 2 and (tmp_path / "one.tsv").is_file()
+    assert len(run.topk(1)["node"]) == z.shape[0]
+    with pytest.raises(gaescale.ParameterError, match="The 'nodes' parameter of topk must be node ids"):
+        run.topk(2, nodes=[ids[:2]])

@@ -7,6 +7,7 @@ graph-autoencoder embeddings, whose norms grow with degree, it scans about 1% of
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -207,10 +208,11 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[int], str]:
 
 def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, out=None, log=None,
                index=None) -> dict:
-    """``gaescale topk``: the ``k`` most likely new links of every node of a run (or of ``nodes``, given by
-    their original ids), keyed by the original ids. With ``out`` (.tsv/.csv/.parquet) the table is written
-    atomically. Returns the columns ``node, rank, candidate, score`` (inner product), ``probability``.
-    ``index``: a file of ``gaescale index`` to search instead of the exact scan (:mod:`gaescale.run.index`)."""
+    """``gaescale topk``: the ``k`` most likely new links of every node of a run (or of ``nodes``: their original ids,
+    a list or a 1-D array, or one id; ``--node-ids``), keyed by the original ids. With ``out`` (.tsv/.csv/.parquet)
+    the table is written atomically. Returns the columns ``node, rank, candidate, score`` (the logit),
+    ``probability``. ``index``: a file of ``gaescale index`` to search instead of the exact scan
+    (:mod:`gaescale.run.index`)."""
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
     if out is not None:
@@ -221,7 +223,7 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
         raise ParameterError("decoder", "topk", "'bias' or 'inner' (a bilinear decoder, whose exact top-k scan prunes "
                                                "by length); score candidate pairs of this hadamard run with "
                                                "'gaescale score'", "hadamard")
-    queries = None if nodes is None else run.rows(list(nodes), "--node-ids")
+    queries = None if nodes is None else run.rows(_ids(nodes), "--node-ids")
     graph = run.graph() if exclude_existing else None
     if index is not None:
         from .index import indexed_top_k
@@ -245,17 +247,34 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     return table
 
 
-def score_pairs(run, pairs: str, *, out=None) -> dict:
-    """``gaescale score``: the probabilities ``sigmoid(s_uv)`` (the run's logit: ``z_u . z_v``, plus the biases and the
-    structural part where the run has them) of the id pairs in the file ``pairs`` (``-``: stdin).
-    Writes a table (``source, target, score, probability``) to ``out`` or, without it, returns it."""
+def _ids(nodes) -> list:
+    """The node ids of ``topk_links(nodes=...)``: a list, a 1-D array, or one id."""
+    if isinstance(nodes, (str, bytes)) or np.ndim(nodes) == 0:
+        return [nodes]
+    if np.ndim(nodes) != 1:
+        raise ParameterError("nodes", "topk", "node ids: a list, a 1-D array or one id", nodes)
+    return list(nodes)
+
+
+def score_pairs(run, pairs, *, out=None) -> dict:
+    """``gaescale score``: the probabilities ``sigmoid(s_uv)`` of id pairs, ``s_uv`` the logit of the run's own
+    decoder (``z_u . z_v``; plus ``b_u + b_v`` with ``--decoder bias``; the trained MLP of ``z_u * z_v`` with
+    ``hadamard``; ``z_s_u . z_t_v`` for a directed run, ``u`` the source; plus the structural part where the run has
+    it). ``pairs``: a file of id pairs (a path; ``-``: stdin; :func:`read_pairs`), or the ids themselves, a ``(P, 2)``
+    array (one pair per row; a list of ``(source, target)`` tuples) or ``(2, P)`` (sources, then targets), of the
+    original ids; a 2 x 2 array is read as two rows. Returns the table ``source, target, score, probability`` (the
+    ids as given), and writes it to ``out`` (.tsv/.csv/.parquet) if given."""
     from ..training.evaluate import pair_scores
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
+    is_file = isinstance(pairs, (str, os.PathLike))
     if out is not None:
-        out = check_table_path(out, "score", inputs=(run.path, pairs))
-    src, dst, lines, name = read_pairs(pairs)
-    line_of = lines.__getitem__
+        out = check_table_path(out, "score", inputs=(run.path, pairs) if is_file else (run.path,))
+    if is_file:
+        src, dst, lines, name = read_pairs(pairs)
+        line_of = lines.__getitem__
+    else:
+        (src, dst), name, line_of = _pair_ids(pairs), "pairs", None
     rows = np.stack([run.rows(src, name, line_of=line_of, field="source"),
                      run.rows(dst, name, line_of=line_of, field="target")])
     z, metric = run.logits_form()
@@ -265,3 +284,14 @@ def score_pairs(run, pairs: str, *, out=None) -> dict:
     if out is not None:
         write_table(out, table)
     return table
+
+
+def _pair_ids(pairs) -> tuple[np.ndarray, np.ndarray]:
+    """``(sources, targets)`` of an array of id pairs, ``(P, 2)`` or ``(2, P)`` (a 2 x 2 array: two rows)."""
+    try:
+        a = np.asarray(pairs, dtype=object)
+    except ValueError:  # ragged
+        a = np.empty(0, dtype=object)
+    if a.ndim != 2 or 2 not in a.shape or a.size == 0:
+        raise ParameterError("pairs", "score", "a file of id pairs, or a (P, 2) or (2, P) array of node ids", pairs)
+    return (a[:, 0], a[:, 1]) if a.shape[1] == 2 else (a[0], a[1])
