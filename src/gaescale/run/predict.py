@@ -212,7 +212,7 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     a list or a 1-D array, or one id; ``--node-ids``), keyed by the original ids. With ``out`` (.tsv/.csv/.parquet)
     the table is written atomically. Returns the columns ``node, rank, candidate, score`` (the logit),
     ``probability``. ``index``: a file of ``gaescale index`` to search instead of the exact scan
-    (:mod:`gaescale.run.index`)."""
+    (:mod:`gaescale.run.index`). ``exclude_existing``: leave out the graph's edges (a directed run's out-links)."""
     from .rundir import Run
     run = run if isinstance(run, Run) else Run.open(run)
     if out is not None:
@@ -225,12 +225,13 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
                                                "'gaescale score'", "hadamard")
     queries = None if nodes is None else run.rows(_ids(nodes), "--node-ids")
     graph = run.graph() if exclude_existing else None
+    exclude = graph.out if run.directed and graph is not None else graph  # a directed run: its out-links
     if index is not None:
         from .index import indexed_top_k
-        scores, cand = indexed_top_k(run, index, int(k), queries=queries, exclude=graph)
+        scores, cand = indexed_top_k(run, index, int(k), queries=queries, exclude=exclude)
     else:
         z, metric, targets = run.ranking_form()  # directed: z_s of the queries against z_t of the candidates
-        scores, cand = top_k(z, int(k), queries=queries, exclude=graph, metric=metric, targets=targets)
+        scores, cand = top_k(z, int(k), queries=queries, exclude=exclude, metric=metric, targets=targets)
     structure = run.structure_scores(graph=graph)  # graph.npz read once, where --exclude-existing read it
     if structure is not None:  # the structural part: its two-hop candidates, merged (exact when the scan was)
         z, metric = run.logits_form()

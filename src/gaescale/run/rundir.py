@@ -32,6 +32,7 @@ import scipy.sparse as sp
 import torch
 
 from .._version import __version__
+from ..directed.graph import DiGraph
 from ..errors import RunDirError
 from ..graph import Graph
 from ..models import split_bias
@@ -175,7 +176,9 @@ class Run:
             out[i] = r
         return out
 
-    def graph(self) -> Graph:
+    def graph(self) -> Graph | DiGraph:
+        """The run's whole graph: a :class:`Graph`, or for a directed run a :class:`gaescale.directed.graph.DiGraph`
+        (graph.npz holds its out-CSR: ``num_edges`` counts the directed edges, as metrics.json does)."""
         ref = self.path / "graph.json"
         if ref.is_file() and not (self.path / "graph.npz").is_file():
             from ..data.prepare import open_prepared
@@ -183,6 +186,11 @@ class Run:
             return open_prepared(self.path / str(self._json("graph.json").get("prepared"))).graph
         g = self._arrays("graph.npz")
         indptr, indices, data = g["indptr"], g["indices"], g.get("data")  # data: a weighted graph's edge weights
+        if self.directed:
+            n = int(indptr.size - 1)
+            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+            return RunDiGraph.from_edge_index(np.stack([rows, indices.astype(np.int64)]), n, clean=False,
+                                              edge_weight=data)
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1), data=data)
 
     def training_graph(self) -> Graph:
@@ -271,6 +279,17 @@ class Run:
         :func:`gaescale.run.embed.embed`."""
         from .embed import embed
         return embed(self, edges, features, out=out, ids=ids, header=header, block=block, log=log)
+
+
+class RunDiGraph(DiGraph):
+    """The graph of a directed run (:meth:`Run.graph`): a :class:`DiGraph` that still reads as its out-CSR where a
+    caller takes a :class:`Graph` (``indptr``, ``indices``, ``data``, ``degree``: the out-edges', as graph.npz holds
+    them and as :meth:`Run.graph` gave them before it returned a DiGraph)."""
+
+    indptr = property(lambda self: self.out.indptr)
+    indices = property(lambda self: self.out.indices)
+    data = property(lambda self: self.out.data)
+    degree = property(lambda self: self.out_degree)
 
 
 def _complete(path: Path) -> None:
