@@ -46,9 +46,9 @@ import torch
 
 from gaescale.config import TrainConfig
 from gaescale.directed.graph import DiGraph, sample_ordered_non_edges, split_directed
-from gaescale.directed.model import DirectedGAE, Gravity, SourceTarget, SourceTargetEncoder, directed_dense_term
 from gaescale.directed.kind import build_directed_model
 from gaescale.directed.metrics import directed_baselines, reverse_auc
+from gaescale.directed.model import DirectedGAE, Gravity, SourceTarget, SourceTargetEncoder, directed_dense_term
 from gaescale.losses import KINDS, dense_term
 from gaescale.run.kinds import build_model
 from gaescale.training.evaluate import link_scores, pair_scores

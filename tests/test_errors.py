@@ -338,7 +338,7 @@ API = {
                                                   "weights >= 0. Got 'a weight of -1.0' instead."),
     "index kind": (lambda: __import__("gaescale.run.index").run.index.index_params(100, 8, kind="lsh"),
                    gaescale.ParameterError, "The 'kind' parameter of index must be one of ['auto', 'hnsw', 'ivf']."),
-    "top_k k": (lambda: __import__("gaescale.run.predict").run.predict.top_k(np.ones((3, 2)), 0),
+    "top_k k": (lambda: __import__("gaescale.run.scan").run.scan.top_k(np.ones((3, 2)), 0),
                 gaescale.ParameterError, "The 'k' parameter of top_k must be an int >= 1. Got 0 instead."),
     "embed block": (lambda: __import__("gaescale.run.embed").run.embed.embed("run", "e.txt", block=0),
                     gaescale.ParameterError, "The 'block' parameter of embed must be an int >= 1, None or 'auto'. "

@@ -8,7 +8,7 @@ from conftest import brute_force_ranks, dense_adjacency, dense_features, dense_s
 from gaescale.graph import Graph
 from gaescale.losses import KINDS, reconstruction_loss
 from gaescale.models import GAE, bias_metric, with_bias
-from gaescale.run.predict import top_k, with_two_hop
+from gaescale.run.scan import top_k, with_two_hop
 from gaescale.sparse import PairIndex
 from gaescale.structure import PairFeatures, StructuralPart, StructuralScores, TwoHop, calibrate, two_hop_pool
 from gaescale.training.evaluate import filtered_ranking, pair_scores

@@ -11,7 +11,8 @@ import gaescale
 from conftest import dense_structure
 from gaescale.graph import Graph
 from gaescale.models import bias_metric, with_bias
-from gaescale.run.predict import score_pairs, top_k, topk_links
+from gaescale.run.predict import score_pairs, topk_links
+from gaescale.run.scan import top_k
 
 
 def _brute(z, k, exclude=None, queries=None, bias=None, structure=None):

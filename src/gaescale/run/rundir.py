@@ -88,7 +88,7 @@ class Run:
         return z, bias_metric(z.shape[1])
 
     def ranking_form(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """``(queries, metric, targets)`` for :func:`gaescale.run.predict.top_k`: :meth:`logits_form` and None, or for
+        """``(queries, metric, targets)`` for :func:`gaescale.run.scan.top_k`: :meth:`logits_form` and None, or for
         a directed run ``z_s`` of the queries against ``z_t`` of the candidates (the halves of embeddings.npy)."""
         if not self.directed:
             return (*self.logits_form(), None)
