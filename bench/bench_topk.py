@@ -15,8 +15,8 @@ import time
 import numpy as np
 import torch
 
-from gaescale.run.scan import top_k
 from gaescale.run.rundir import Run
+from gaescale.run.scan import top_k
 
 
 def brute(z: torch.Tensor, q: np.ndarray, k: int, rows: int = 512) -> np.ndarray:
