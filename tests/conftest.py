@@ -97,6 +97,16 @@ def as_earlier_run(log_dir) -> None:
         path.rename(path.with_name(f"events.out.tfevents.0000000001.earlier.0.{i}"))
 
 
+def hide_packages(monkeypatch, *names: str) -> None:
+    """As if the packages ``names`` (top-level modules: ``matplotlib``, ``faiss``, ...) were not installed:
+    importing one or any of its submodules fails, as it does where the package is absent."""
+    import sys
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, None)
+        for sub in [m for m in sys.modules if m.startswith(name + ".")]:
+            monkeypatch.delitem(sys.modules, sub)
+
+
 def hide_tensorboard(monkeypatch) -> None:
     """As if the tensorboard package were not installed: importing it fails, and torch.utils.tensorboard (which
     imports it) is imported afresh."""

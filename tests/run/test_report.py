@@ -1,5 +1,6 @@
 """The run report: plots, report.json and one self-contained report.html, checked against numbers
 recomputed here from the run directory's own files."""
+import html
 import json
 import shutil
 import sys
@@ -10,9 +11,9 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from conftest import dense_structure
+from conftest import dense_structure, hide_packages
 from gaescale import community_graph, train
-from gaescale.errors import ParameterError, RunDirError
+from gaescale.errors import MissingDependencyError, ParameterError, RunDirError
 from gaescale.graph import Graph
 from gaescale.run.report import degree_buckets, write_report
 
@@ -155,3 +156,26 @@ def test_report_shows_the_strategy_auto_chose(tmp_path):
           strategy="auto", memory_budget=64.0)
     shown = json.loads((out / "report" / "report.json").read_text())["config"]
     assert shown["strategy"] == "auto: full"  # 64 GiB: full batch fits
+
+
+def test_without_matplotlib_the_page_and_numbers_are_written_without_plots(run_dir, tmp_path, monkeypatch):
+    hide_packages(monkeypatch, "matplotlib")
+    lines = []
+    page = write_report(run_dir, tmp_path / "out", sample=50, log=lines.append)
+    rep = json.loads((page.parent / "report.json").read_text())
+    hint = "Not plotted: the matplotlib package is not installed (pip install 'gaescale[report]' adds the plots)."
+    assert rep["plots"] == [] and rep["notes"] == {name[:-4]: hint for name in PLOTS}
+    assert rep["degree_buckets"] and rep["pca"]["sample"] == 50  # the numbers do not need matplotlib
+    assert not list(page.parent.glob("*.png")) and page.read_text(encoding="utf-8").count(html.escape(hint)) == 5
+    assert len(lines) == 1 and lines[0].endswith("s); the plots need matplotlib: pip install 'gaescale[report]'")
+    with pytest.raises(MissingDependencyError, match=r"a report with plots needs the matplotlib package"):
+        write_report(run_dir, tmp_path / "refused", plots=True)
+    assert not (tmp_path / "refused").exists()
+
+
+def test_plots_false_draws_none_and_a_bad_value_is_named(run_dir, tmp_path):
+    page = write_report(run_dir, tmp_path / "out", sample=50, plots=False)
+    rep = json.loads((page.parent / "report.json").read_text())
+    assert rep["plots"] == [] and set(rep["notes"].values()) == {"Not plotted (write_report with plots=False)."}
+    with pytest.raises(ParameterError, match="'plots' parameter of write_report must be None, True or False"):
+        write_report(run_dir, tmp_path / "x", plots="yes")

@@ -34,6 +34,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputFileError, OutputError, ParameterError
 from ..graph import Graph, data_fingerprint, neighbour_pairs
+from ..optional import require
 from ..outputs import atomic_write, refused_write
 
 KINDS = ("auto", "hnsw", "ivf")
@@ -62,8 +63,8 @@ def index_params(n: int, d: int, kind: str = "auto") -> dict:
 
 
 def _faiss():
-    import faiss
-    return faiss
+    """The ``faiss`` module, or a :class:`MissingDependencyError` naming the extra to install."""
+    return require("faiss", "a FAISS index (gaescale index, topk --index)")
 
 
 def _sides(z: np.ndarray, bias: np.ndarray | None, directed: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -121,6 +122,7 @@ def build_index(run, out, *, kind: str = "auto", log=None) -> dict:
     Returns the file's metadata (with ``build_seconds``)."""
     from .rundir import Run
     from .writer import refuse_run_file
+    faiss = _faiss()  # before anything is read or written
     run = run if isinstance(run, Run) else Run.open(run)
     out = _check_out(out)
     refuse_run_file(out, inputs=(run.path,))
@@ -128,7 +130,6 @@ def build_index(run, out, *, kind: str = "auto", log=None) -> dict:
     x, _ = _sides(run.embeddings, run.node_bias, run.directed)
     n, d = run.embeddings.shape
     params = index_params(n, x.shape[1], kind)
-    faiss = _faiss()
     t = time.perf_counter()
     if params["kind"] == "hnsw":
         index = faiss.IndexHNSWFlat(x.shape[1], params["M"], faiss.METRIC_INNER_PRODUCT)
@@ -231,6 +232,7 @@ def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None,
     (hnsw): higher is slower and finds more. ``stats["exact"]`` counts the queries the exact scan answered."""
     from .predict import top_k
     from .rundir import Run
+    _faiss()  # before the run is read
     run = run if isinstance(run, Run) else Run.open(run)
     index, meta = load_index(index_file, run)
     params = dict(meta["params"])

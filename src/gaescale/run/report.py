@@ -11,6 +11,8 @@ Reads the run directory (:class:`gaescale.rundir.Run`) and writes, each file ato
     report.html     one page that needs no network: every plot is embedded as a data: URI
 
 Plots use matplotlib's object API (``Figure`` on an Agg canvas), never ``pyplot``: no global state changes.
+matplotlib is the optional extra ``gaescale[report]``: without it the page and report.json are written without
+the plots (``plots=True`` refuses instead, with a :class:`MissingDependencyError`).
 Cost: O(N + P log P) time and O(N + P) memory for N nodes and P test pairs, plus a PCA of at most ``sample`` rows.
 """
 from __future__ import annotations
@@ -21,16 +23,16 @@ import io
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from scipy.special import expit
 from sklearn.decomposition import PCA
 from sklearn.metrics import roc_auc_score
 
 from .._version import __version__
-from ..errors import ParameterError, RunDirError
+from ..errors import MissingDependencyError, ParameterError, RunDirError
+from ..optional import install_hint, require
 from ..outputs import atomic_write, check_out_dir, write_json
 from ..training.evaluate import pair_scores
 from ..training.heldout import BASELINE_NAMES
@@ -80,9 +82,17 @@ def degree_bucket_auc(degree: np.ndarray, pos: np.ndarray, neg: np.ndarray, pos_
     return out
 
 
-def figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, object]:
-    fig = Figure(figsize=(width, height), dpi=150, layout="constrained")
-    FigureCanvasAgg(fig)
+def _matplotlib() -> tuple[Any, Any]:
+    """``(Figure, FigureCanvasAgg)``: matplotlib's object API, or a :class:`MissingDependencyError`."""
+    return (require("matplotlib", "a report with plots", module="matplotlib.figure").Figure,
+            require("matplotlib", "a report with plots", module="matplotlib.backends.backend_agg").FigureCanvasAgg)
+
+
+def figure(width: float = 6.4, height: float = 3.6) -> tuple[Any, Any]:
+    """``(fig, ax)``: a matplotlib ``Figure`` on an Agg canvas (no pyplot) in the report's style."""
+    fig_class, canvas = _matplotlib()
+    fig = fig_class(figsize=(width, height), dpi=150, layout="constrained")
+    canvas(fig)
     ax = fig.add_subplot()
     ax.grid(True, color="#d0d7de", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -90,13 +100,13 @@ def figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, object]:
     return fig, ax
 
 
-def png(fig: Figure) -> bytes:
+def png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
 
 
-def _epoch_plot(history: list[dict], keys: dict, best_epoch, title: str, ylabel: str) -> Figure:
+def _epoch_plot(history: list[dict], keys: dict, best_epoch, title: str, ylabel: str):
     """Lines ``{key: (label, colour)}`` over the epochs of ``history``; a dashed line at the best epoch."""
     fig, ax = figure()
     epochs = [h["epoch"] for h in history]
@@ -110,7 +120,7 @@ def _epoch_plot(history: list[dict], keys: dict, best_epoch, title: str, ylabel:
     return fig
 
 
-def _scores_plot(p_pos: np.ndarray, p_neg: np.ndarray) -> Figure:
+def _scores_plot(p_pos: np.ndarray, p_neg: np.ndarray):
     fig, ax = figure()
     edges = np.linspace(0.0, 1.0, 51)
     for p, colour, name in ((p_neg, ORANGE, "test non-edges"), (p_pos, BLUE, "test edges")):
@@ -123,7 +133,7 @@ def _scores_plot(p_pos: np.ndarray, p_neg: np.ndarray) -> Figure:
     return fig
 
 
-def _degree_plot(buckets: list[dict], overall) -> Figure:
+def _degree_plot(buckets: list[dict], overall):
     fig, ax = figure()
     x = np.arange(len(buckets))
     bars = ax.bar(x, [b["auc"] or 0.0 for b in buckets], color=BLUE, width=0.7)
@@ -142,18 +152,24 @@ def _degree_plot(buckets: list[dict], overall) -> Figure:
     return fig
 
 
-def _pca_plot(z: np.ndarray, degree: np.ndarray, sample: int, seed: int) -> tuple[Figure, dict]:
+def _pca(z: np.ndarray, sample: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """``(rows, xy, info)``: a uniform sample of ``sample`` rows of ``z``, their 2-D PCA, and its numbers."""
     rows = np.random.default_rng(seed).choice(z.shape[0], size=min(sample, z.shape[0]), replace=False)
     pca = PCA(n_components=2, random_state=seed)
     xy = pca.fit_transform(z[rows].astype(np.float64))
+    ratio = [float(r) for r in pca.explained_variance_ratio_]
+    return rows, xy, {"sample": int(rows.size), "seed": seed, "explained_variance_ratio": ratio}
+
+
+def _pca_plot(z: np.ndarray, degree: np.ndarray, rows: np.ndarray, xy: np.ndarray, info: dict):
     fig, ax = figure(6.4, 4.4)
     points = ax.scatter(xy[:, 0], xy[:, 1], c=np.log1p(degree[rows]), s=4 if rows.size > 5000 else 8, alpha=0.7,
                         cmap="viridis", linewidths=0, rasterized=True)
     fig.colorbar(points, ax=ax, label="log(1 + degree)", shrink=0.9)
-    ratio = [float(r) for r in pca.explained_variance_ratio_]
+    ratio = info["explained_variance_ratio"]
     ax.set(xlabel=f"PC 1 ({ratio[0]:.1%} of variance)", ylabel=f"PC 2 ({ratio[1]:.1%} of variance)",
            title=f"Embeddings: PCA of {rows.size:,} of {z.shape[0]:,} nodes")
-    return fig, {"sample": int(rows.size), "seed": seed, "explained_variance_ratio": ratio}
+    return fig
 
 
 CAPTIONS = {
@@ -225,7 +241,7 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
                     "n/a" if b["auc"] is None else f"{b['auc']:.4f}") for b in report["degree_buckets"]]
     note = lambda name: f'<p class="note">{html.escape(notes[name])}</p>'  # noqa: E731
     buckets = html_table(bucket_rows, ("smaller endpoint degree", "pairs", "edges", "non-edges", "AUC"),
-                     (1, 2, 3, 4)) if bucket_rows else note("degree_auc")
+                         (1, 2, 3, 4)) if bucket_rows else note("degree_auc")
 
     baselines = _baseline_table(report)
 
@@ -252,18 +268,25 @@ the numbers in report.json.</footer>
 """
 
 
-def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
+def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0, plots: bool | None = None,
                  log: Callable[[str], None] | None = None) -> Path:
     """Write the plots, ``report.json`` and ``report.html`` of ``run`` (a run directory or a :class:`Run`)
     into ``out_dir`` (default ``<run>/report``); returns the path of ``report.html``.
 
-    ``sample``: at most this many embeddings (uniform, seeded by ``seed``) go into the PCA plot. A missing
-    ``metrics.json``, ``config.json``, ``graph.npz`` or ``heldout.npz`` raises :class:`RunDirError`."""
+    ``sample``: at most this many embeddings (uniform, seeded by ``seed``) go into the PCA plot. ``plots``: None
+    draws them where matplotlib (``gaescale[report]``) is installed, else writes the page and report.json without
+    them (each plot's place, and the log line, say what to install); True refuses without matplotlib
+    (:class:`MissingDependencyError`, before anything is read); False draws none. A missing ``metrics.json``,
+    ``config.json``, ``graph.npz`` or ``heldout.npz`` raises :class:`RunDirError`."""
     if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 2:
         raise ParameterError("sample", "write_report", "an int >= 2", sample)
+    if plots not in (None, True, False):
+        raise ParameterError("plots", "write_report", "None, True or False", plots)
+    unplotted = _unplotted(plots)
     t0 = time.perf_counter()
     run = run if isinstance(run, Run) else Run.open(run)
-    metrics, config, held, degree, z = run.metrics(), run.config(), run.heldout(), run.graph().degree, run.embeddings
+    metrics, config, held, z = run.metrics(), run.config(), run.heldout(), run.embeddings
+    degree = run.graph().degree
     if {"test_pos", "test_neg"} - held.keys():
         raise RunDirError(f"{run.path / 'heldout.npz'}: expected arrays test_pos and test_neg. Got {sorted(held)}.")
     if degree.size != z.shape[0]:
@@ -273,37 +296,72 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
     if out_dir is not None:  # RUN/report is the report's own place in the run
         refuse_run_file(out / "report.html", inputs=(run.path,), own="report")
 
+    figures, notes, numbers = _contents(run, metrics, held, z, degree, int(sample), seed)
+    if unplotted:
+        notes.update({name: unplotted for name in figures})
+        figures = {}
+    pngs = {name: png(make()) for name, make in figures.items()}
+    for name in notes.keys() | pngs.keys():
+        if name in pngs:
+            atomic_write(out / f"{name}.png", lambda fh, data=pngs[name]: fh.write(data))
+        else:
+            (out / f"{name}.png").unlink(missing_ok=True)  # no stale plot of an earlier report
+    notes = {k: v for k, v in notes.items() if k not in pngs}
+    report = _report_numbers(run, metrics, config, held, numbers, pngs, notes)
+    write_json(out / "report.json", report)
+    page = atomic_write(out / "report.html", lambda fh: fh.write(_html(report, pngs, notes).encode("utf-8")))
+    if log is not None:
+        why = f"; the plots need matplotlib: {install_hint('matplotlib')}" if unplotted and plots is None else ""
+        log(f"report: {page} ({len(pngs)} plots, {time.perf_counter() - t0:.1f}s){why}")
+    return page
+
+
+def _unplotted(plots: bool | None) -> str | None:
+    """None where the plots are drawn, else the note that takes each plot's place (``plots``: see write_report)."""
+    if plots is False:
+        return "Not plotted (write_report with plots=False)."
+    try:
+        _matplotlib()
+    except MissingDependencyError:
+        if plots:
+            raise
+        return f"Not plotted: the matplotlib package is not installed ({install_hint('matplotlib')} adds the plots)."
+    return None
+
+
+def _contents(run, metrics: dict, held: dict, z: np.ndarray, degree: np.ndarray, sample: int, seed: int):
+    """``(figures, notes, numbers)``: each plot there is data for as a function that draws it, the note of each
+    one there is none for, and the numbers (degree buckets, PCA) that report.json holds either way."""
     history, best = metrics.get("history") or [], metrics.get("best_epoch")
     evaluated = [h for h in history if h.get("val_auc") is not None]
     pos, neg = held["test_pos"], held["test_neg"]
-    figures, buckets, pca_info = {}, [], None
+    figures, numbers = {}, {"degree_buckets": [], "pca": None}
     notes = dict(loss="No training history in metrics.json.",
                  validation="No epoch was evaluated on validation pairs (the run had no validation split).",
                  scores="No held-out test pairs (the run had no test split).",
                  degree_auc="No held-out test pairs (the run had no test split).",
                  pca=f"A 2-D PCA needs at least 2 nodes and 2 embedding dimensions. Got embeddings of shape {z.shape}.")
     if history:
-        figures["loss"] = _epoch_plot(history, {"loss": ("loss", BLUE)}, best, "Training loss", "training loss")
+        figures["loss"] = lambda: _epoch_plot(history, {"loss": ("loss", BLUE)}, best, "Training loss",
+                                              "training loss")
     if evaluated:
-        figures["validation"] = _epoch_plot(evaluated, {"val_auc": ("AUC", BLUE), "val_ap": ("AP", ORANGE)}, best,
-                                            "Validation AUC and AP", "score")
+        figures["validation"] = lambda: _epoch_plot(evaluated, {"val_auc": ("AUC", BLUE), "val_ap": ("AP", ORANGE)},
+                                                    best, "Validation AUC and AP", "score")
     if pos.shape[1] and neg.shape[1]:
         zl, metric = run.logits_form()
         how = dict(metric=metric, decoder=run.pair_decoder(), structure=run.structure_scores(training=True))
         s_pos, s_neg = pair_scores(zl, pos, **how), pair_scores(zl, neg, **how)
-        figures["scores"] = _scores_plot(expit(s_pos), expit(s_neg))
-        buckets = degree_bucket_auc(degree, pos, neg, s_pos, s_neg)
-        figures["degree_auc"] = _degree_plot(buckets, metrics.get("test_auc"))
+        buckets = numbers["degree_buckets"] = degree_bucket_auc(degree, pos, neg, s_pos, s_neg)
+        figures["scores"] = lambda: _scores_plot(expit(s_pos), expit(s_neg))
+        figures["degree_auc"] = lambda: _degree_plot(buckets, metrics.get("test_auc"))
     if z.shape[0] >= 2 and z.shape[1] >= 2:
-        figures["pca"], pca_info = _pca_plot(z, degree, int(sample), seed)
+        rows, xy, numbers["pca"] = _pca(z, sample, seed)
+        figures["pca"] = lambda: _pca_plot(z, degree, rows, xy, numbers["pca"])
+    return figures, {k: v for k, v in notes.items() if k not in figures}, numbers
 
-    pngs = {name: png(fig) for name, fig in figures.items()}
-    for name in notes:
-        if name in pngs:
-            atomic_write(out / f"{name}.png", lambda fh, data=pngs[name]: fh.write(data))
-        else:
-            (out / f"{name}.png").unlink(missing_ok=True)  # no stale plot of an earlier report
-    notes = {k: v for k, v in notes.items() if k not in pngs}
+
+def _report_numbers(run, metrics: dict, config: dict, held: dict, numbers: dict, pngs: dict, notes: dict) -> dict:
+    """What report.json holds (and the page shows)."""
     shown = {k: metrics[k] for k, _, _ in METRICS if k in metrics}
     if metrics.get("peak_rss_bytes") is not None:
         shown["peak_rss_gib"] = metrics["peak_rss_bytes"] / 2**30
@@ -311,15 +369,11 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0,
     if shown_config.get("strategy") == "auto" and metrics.get("strategy"):
         shown_config["strategy"] = f"auto: {metrics['strategy']}"  # what the planner chose
     finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime((run.path / "metrics.json").stat().st_mtime))
-    report = dict(run=str(run.path.resolve()), finished=finished, metrics=shown,
-                  config=shown_config, degree_buckets=buckets, pca=pca_info,
-                  test_pairs=dict(positives=int(pos.shape[1]), negatives=int(neg.shape[1])),
-                  plots=sorted(f"{n}.png" for n in pngs), notes=notes, gaescale_version=__version__,
-                  baselines=metrics.get("baselines"), beats_baselines=metrics.get("beats_baselines"),
-                  beats_baselines_separation=metrics.get("beats_baselines_separation"),
-                  beats_baselines_ranking=metrics.get("beats_baselines_ranking"))
-    write_json(out / "report.json", report)
-    page = atomic_write(out / "report.html", lambda fh: fh.write(_html(report, pngs, notes).encode("utf-8")))
-    if log is not None:
-        log(f"report: {page} ({len(pngs)} plots, {time.perf_counter() - t0:.1f}s)")
-    return page
+    pos, neg = held["test_pos"], held["test_neg"]
+    return dict(run=str(run.path.resolve()), finished=finished, metrics=shown, config=shown_config,
+                **numbers,
+                test_pairs=dict(positives=int(pos.shape[1]), negatives=int(neg.shape[1])),
+                plots=sorted(f"{n}.png" for n in pngs), notes=notes, gaescale_version=__version__,
+                baselines=metrics.get("baselines"), beats_baselines=metrics.get("beats_baselines"),
+                beats_baselines_separation=metrics.get("beats_baselines_separation"),
+                beats_baselines_ranking=metrics.get("beats_baselines_ranking"))

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..errors import GraphError, ParameterError, RunDirError
+from ..optional import require
 from ..outputs import atomic_write, check_out_dir, write_json
 
 SEARCH_SPACE: dict[str, tuple] = {
@@ -81,7 +82,7 @@ def _open_study(out: Path, fixed: dict[str, Any], seed: int, warmup: int):
     """The study in ``out/study.db``: created, or resumed when it searched the same graph with the same fixed
     options. A trial that an interrupted search left failed (Ctrl-C) or running (a killed process; one search per
     DIR at a time) is queued again, once."""
-    import optuna
+    optuna = require("optuna", "tune")
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # an interrupted trial is reported by the CLI, in one line
     storage = optuna.storages.RDBStorage(f"sqlite:///{(out / 'study.db').resolve()}")
     key = json.dumps({k: v for k, v in fixed.items() if k != "quiet"}, sort_keys=True, default=str)
@@ -116,9 +117,10 @@ def tune(config: TrainConfig | None = None, *, data=None, trials: int = 20, time
     """Search the configuration of ``gaescale train`` on ``config.edges`` (or ``data``, an :class:`EdgeList`) by
     validation AUC; writes ``config.out`` (see the module's docstring). ``given``: the options the user set,
     which stay fixed (default: ``options``). Returns ``{"best_value", "best_config", "trials"}``."""
-    import optuna
-
     from ..data.inputs import load_edges
+
+    optuna = require("optuna", "tune")
+    require("matplotlib", "tune's report")  # its plot, written at the end: checked before the search
 
     config = TrainConfig(**options) if config is None else config
     given = set(options) if given is None else set(given)
@@ -308,9 +310,9 @@ def check_validation_split(data, config: TrainConfig) -> None:
 
 
 def _objective(data, fixed: dict[str, Any]):
-    import optuna
-
     from .pipeline import train
+
+    optuna = require("optuna", "tune")
 
     def objective(trial) -> float:
         params = suggest(trial, fixed)

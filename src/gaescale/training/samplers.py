@@ -20,6 +20,7 @@ import torch
 
 from ..errors import ParameterError
 from ..graph import Graph, sorted_unique
+from ..optional import require
 
 
 def induced_subgraph(graph: Graph, nodes: np.ndarray, *, edges=None) -> Graph:
@@ -56,7 +57,7 @@ def metis_parts(graph: Graph, num_parts: int, *, seed: int = 0) -> np.ndarray:
         raise ParameterError("num_parts", "metis_parts", "an int >= 1", num_parts)
     if num_parts == 1:
         return np.zeros(graph.num_nodes, np.int64)
-    import pymetis
+    pymetis = require("pymetis", "--strategy cluster", "or another --strategy")
     adjacency = pymetis.CSRAdjacency(graph.indptr, graph.indices)
     _, parts = pymetis.part_graph(num_parts, adjacency, options=pymetis.Options(seed=seed))
     return np.asarray(parts, np.int64)

@@ -16,23 +16,18 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingDependencyError
+from ..optional import require
 from ..outputs import check_out_dir
 
 # record key -> scalar tag
 EPOCH_SCALARS = {"loss": "train/loss", "seconds": "train/seconds", "val_auc": "val/auc", "val_ap": "val/ap"}
 FINAL_SCALARS = {"test_auc": "test/auc", "test_ap": "test/ap"}
-INSTALL_HINT = "pip install 'gaescale[tensorboard]'"
 
 
 def _summary_writer():
     """``torch.utils.tensorboard.SummaryWriter``, or a :class:`MissingDependencyError` saying what to install."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        raise MissingDependencyError(f"--tensorboard needs the tensorboard package, which is not installed; "
-                                     f"{INSTALL_HINT} (or pass no --tensorboard).") from None
-    return SummaryWriter
+    return require("tensorboard", "--tensorboard", "or pass no --tensorboard",
+                   module="torch.utils.tensorboard").SummaryWriter
 
 
 class Tracker:
