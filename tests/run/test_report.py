@@ -12,7 +12,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from conftest import dense_structure, hide_packages
-from gaescale import community_graph, train
+from gaescale import EdgeList, community_graph, train
 from gaescale.errors import MissingDependencyError, ParameterError, RunDirError
 from gaescale.graph import Graph
 from gaescale.run.report import degree_buckets, write_report
@@ -156,6 +156,37 @@ def test_report_shows_the_strategy_auto_chose(tmp_path):
           strategy="auto", memory_budget=64.0)
     shown = json.loads((out / "report" / "report.json").read_text())["config"]
     assert shown["strategy"] == "auto: full"  # 64 GiB: full batch fits
+
+
+def _layered_dag(layers: int = 5, width: int = 30, out_degree: int = 4) -> EdgeList:
+    """Edges only from layer k to layer k + 1: out-degree 4 but in the last layer, in-degree 0 in the first."""
+    rng = np.random.default_rng(0)
+    src = np.repeat(np.arange((layers - 1) * width), out_degree)
+    dst = np.concatenate([rng.choice(width, out_degree, replace=False) + (u // width + 1) * width
+                          for u in range((layers - 1) * width)])
+    return EdgeList(np.stack([src, dst]), layers * width, None, source="dag")
+
+
+def test_a_directed_runs_degree_buckets_use_the_sources_out_and_the_targets_in_degree(tmp_path):
+    """As the run's own baseline out(u) * in(v): a pair (u, v) falls in the bucket of min(out(u), in(v)) of the
+    whole graph, not of the out-degrees alone (graph.npz holds the out-CSR: in-degree is the column count)."""
+    out = tmp_path / "run"
+    train(data=_layered_dag(), directed=True, out=str(out), dim=4, epochs=3, eval_every=1, quiet=True, report=False)
+    page = write_report(out, sample=50)
+    rep = json.loads((page.parent / "report.json").read_text())
+    with np.load(out / "graph.npz") as g:
+        out_degree = np.diff(g["indptr"])
+        in_degree = np.bincount(g["indices"], minlength=out_degree.size)
+    with np.load(out / "heldout.npz") as h:
+        pairs = np.concatenate([h["test_pos"], h["test_neg"]], axis=1)
+        y = np.r_[np.ones(h["test_pos"].shape[1]), np.zeros(h["test_neg"].shape[1])]
+    expected = degree_buckets(np.minimum(out_degree[pairs[0]], in_degree[pairs[1]]))
+    out_only = degree_buckets(np.minimum(out_degree[pairs[0]], out_degree[pairs[1]]))
+    assert sorted(set(expected.tolist())) != sorted(set(out_only.tolist()))  # the premise: the two differ here
+    got = [(b["bucket"], b["pairs"], b["positives"]) for b in rep["degree_buckets"]]
+    assert got == [(k, int((expected == k).sum()), int(y[expected == k].sum())) for k in sorted(set(expected))]
+    assert rep["directed"] is True and rep["pair_degree"] == "min(source out-degree, target in-degree)"
+    assert "smaller of u&#x27;s out-degree and v&#x27;s in-degree" in page.read_text(encoding="utf-8")
 
 
 def test_without_matplotlib_the_page_and_numbers_are_written_without_plots(run_dir, tmp_path, monkeypatch):

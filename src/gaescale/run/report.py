@@ -5,7 +5,8 @@ Reads the run directory (:class:`gaescale.rundir.Run`) and writes, each file ato
     loss.png        training loss per epoch
     validation.png  validation AUC and AP per evaluated epoch (left out when no epoch was evaluated)
     scores.png      sigmoid(z_u . z_v) of the held-out test edges vs the test non-edges
-    degree_auc.png  test AUC by the smaller endpoint degree, in power-of-two buckets
+    degree_auc.png  test AUC by the smaller endpoint degree, in power-of-two buckets (a directed run: the smaller of
+                    the source's out-degree and the target's in-degree, the degrees of its out(u) * in(v) baseline)
     pca.png         2-D PCA of a uniform sample of the embeddings, coloured by log(1 + degree)
     report.json     the numbers the page shows
     report.html     one page that needs no network: every plot is embedded as a data: URI
@@ -59,14 +60,16 @@ def degree_buckets(degree: np.ndarray) -> np.ndarray:
 
 
 def degree_bucket_auc(degree: np.ndarray, pos: np.ndarray, neg: np.ndarray, pos_scores: np.ndarray,
-                      neg_scores: np.ndarray) -> list[dict]:
-    """ROC AUC of test pairs grouped by the bucket (:func:`degree_buckets`) of ``min(degree[u], degree[v])``.
+                      neg_scores: np.ndarray, target_degree: np.ndarray | None = None) -> list[dict]:
+    """ROC AUC of test pairs grouped by the bucket (:func:`degree_buckets`) of ``min(degree[u], degree[v])``, or
+    with ``target_degree`` of ``min(degree[u], target_degree[v])`` (a directed run: out- and in-degree).
 
     ``degree: (N,)``; ``pos: (2, P)`` edges and ``neg: (2, Q)`` non-edges (node indices); ``pos_scores: (P,)``,
     ``neg_scores: (Q,)``. One dict per non-empty bucket, ascending: bucket, label, min_degree, max_degree, pairs,
     positives, negatives and auc (None where the bucket holds one class only)."""
     pairs = np.concatenate([pos, neg], axis=1)
-    b = degree_buckets(np.minimum(degree[pairs[0]], degree[pairs[1]]))
+    target_degree = degree if target_degree is None else target_degree
+    b = degree_buckets(np.minimum(degree[pairs[0]], target_degree[pairs[1]]))
     y = np.concatenate([np.ones(pos.shape[1], np.int8), np.zeros(neg.shape[1], np.int8)])
     order = np.argsort(b, kind="stable")
     b, y, s = b[order], y[order], np.concatenate([pos_scores, neg_scores])[order]
@@ -80,6 +83,18 @@ def degree_bucket_auc(degree: np.ndarray, pos: np.ndarray, neg: np.ndarray, pos_
                         pairs=int(yb.size), positives=npos, negatives=int(yb.size - npos),
                         auc=float(roc_auc_score(yb, s[start:stop])) if 0 < npos < yb.size else None))
     return out
+
+
+def pair_degrees(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(source, target, node, label)``: the degrees ``(N,)`` in the run's whole graph that bucket a test pair
+    ``(u, v)`` by ``min(source[u], target[v])``, each node's degree (the PCA's colours), and what the buckets say.
+    Directed (graph.npz the out-CSR): out(u) and in(v), as the run's baseline ``directed_degree_product``."""
+    graph = run.graph()
+    if not run.directed:
+        return graph.degree, graph.degree, graph.degree, "smaller endpoint degree"
+    out = np.diff(graph.indptr)
+    inn = np.bincount(graph.indices, minlength=out.size)
+    return out, inn, out + inn, "min(source out-degree, target in-degree)"
 
 
 def _matplotlib() -> tuple[Any, Any]:
@@ -133,7 +148,7 @@ def _scores_plot(p_pos: np.ndarray, p_neg: np.ndarray):
     return fig
 
 
-def _degree_plot(buckets: list[dict], overall):
+def _degree_plot(buckets: list[dict], overall, xlabel: str = "smaller endpoint degree"):
     fig, ax = figure()
     x = np.arange(len(buckets))
     bars = ax.bar(x, [b["auc"] or 0.0 for b in buckets], color=BLUE, width=0.7)
@@ -146,7 +161,7 @@ def _degree_plot(buckets: list[dict], overall):
     if overall is not None:
         ax.axhline(overall, color=ORANGE, linestyle="--", linewidth=1, label=f"all test pairs ({overall:.3f})")
     ax.set_xticks(x, [b["label"] for b in buckets], rotation=40 if len(buckets) > 7 else 0, fontsize=9)
-    ax.set(xlabel="smaller endpoint degree (bar labels: test pairs)", ylabel="test AUC", ylim=(0, 1.1),
+    ax.set(xlabel=f"{xlabel} (bar labels: test pairs)", ylabel="test AUC", ylim=(0, 1.1),
            title="Test AUC by degree")
     fig.legend(loc="outside lower center", ncols=2, frameon=False, fontsize=9)
     return fig
@@ -178,6 +193,8 @@ CAPTIONS = {
     "scores": "Predicted probability of each held-out test edge and each sampled test non-edge; "
               "the less the two histograms overlap, the higher the test AUC.",
     "degree_auc": "Test AUC of held-out pairs grouped by the smaller degree (in the full graph) of their endpoints.",
+    "degree_auc_directed": "Test AUC of held-out pairs (u, v) grouped by the smaller of u's out-degree and v's "
+                           "in-degree (in the full graph), the degrees of the baseline out(u) * in(v).",
     "pca": "The first two principal components of a uniform random sample of the node embeddings.",
 }
 STYLE = """body{margin:0;background:#f6f8fa;color:#24292f;
@@ -240,8 +257,9 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
     bucket_rows = [(b["label"], f"{b['pairs']:,}", f"{b['positives']:,}", f"{b['negatives']:,}",
                     "n/a" if b["auc"] is None else f"{b['auc']:.4f}") for b in report["degree_buckets"]]
     note = lambda name: f'<p class="note">{html.escape(notes[name])}</p>'  # noqa: E731
-    buckets = html_table(bucket_rows, ("smaller endpoint degree", "pairs", "edges", "non-edges", "AUC"),
+    buckets = html_table(bucket_rows, (report["pair_degree"], "pairs", "edges", "non-edges", "AUC"),
                          (1, 2, 3, 4)) if bucket_rows else note("degree_auc")
+    captions = dict(CAPTIONS, degree_auc=CAPTIONS["degree_auc_directed" if report["directed"] else "degree_auc"])
 
     baselines = _baseline_table(report)
 
@@ -250,7 +268,7 @@ def _html(report: dict, pngs: dict[str, bytes], notes: dict[str, str]) -> str:
             return f'<div class="card">{note(name)}</div>'
         uri = "data:image/png;base64," + base64.b64encode(pngs[name]).decode("ascii")
         return (f'<div class="card"><figure><img src="{uri}" alt="{name}.png">'
-                f"<figcaption>{html.escape(CAPTIONS[name])}</figcaption></figure></div>")
+                f"<figcaption>{html.escape(captions[name])}</figcaption></figure></div>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>gaescale report: {html.escape(Path(report["run"]).name)}</title><style>{STYLE}</style></head><body><main>
@@ -286,17 +304,17 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0, plots
     t0 = time.perf_counter()
     run = run if isinstance(run, Run) else Run.open(run)
     metrics, config, held, z = run.metrics(), run.config(), run.heldout(), run.embeddings
-    degree = run.graph().degree
+    degrees = pair_degrees(run)
     if {"test_pos", "test_neg"} - held.keys():
         raise RunDirError(f"{run.path / 'heldout.npz'}: expected arrays test_pos and test_neg. Got {sorted(held)}.")
-    if degree.size != z.shape[0]:
-        raise RunDirError(f"{run.path / 'graph.npz'}: has {degree.size} nodes but embeddings.npy has {z.shape[0]} "
-                          "rows; the run directory is inconsistent.")
+    if degrees[2].size != z.shape[0]:
+        raise RunDirError(f"{run.path / 'graph.npz'}: has {degrees[2].size} nodes but embeddings.npy has "
+                          f"{z.shape[0]} rows; the run directory is inconsistent.")
     out = check_out_dir(run.path / "report" if out_dir is None else out_dir)
     if out_dir is not None:  # RUN/report is the report's own place in the run
         refuse_run_file(out / "report.html", inputs=(run.path,), own="report")
 
-    figures, notes, numbers = _contents(run, metrics, held, z, degree, int(sample), seed)
+    figures, notes, numbers = _contents(run, metrics, held, z, degrees, int(sample), seed)
     if unplotted:
         notes.update({name: unplotted for name in figures})
         figures = {}
@@ -307,7 +325,7 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0, plots
         else:
             (out / f"{name}.png").unlink(missing_ok=True)  # no stale plot of an earlier report
     notes = {k: v for k, v in notes.items() if k not in pngs}
-    report = _report_numbers(run, metrics, config, held, numbers, pngs, notes)
+    report = _report_numbers(run, metrics, config, held, numbers, pngs, notes, degrees[3])
     write_json(out / "report.json", report)
     page = atomic_write(out / "report.html", lambda fh: fh.write(_html(report, pngs, notes).encode("utf-8")))
     if log is not None:
@@ -329,9 +347,10 @@ def _unplotted(plots: bool | None) -> str | None:
     return None
 
 
-def _contents(run, metrics: dict, held: dict, z: np.ndarray, degree: np.ndarray, sample: int, seed: int):
+def _contents(run, metrics: dict, held: dict, z: np.ndarray, degrees: tuple, sample: int, seed: int):
     """``(figures, notes, numbers)``: each plot there is data for as a function that draws it, the note of each
     one there is none for, and the numbers (degree buckets, PCA) that report.json holds either way."""
+    source, target, degree, label = degrees
     history, best = metrics.get("history") or [], metrics.get("best_epoch")
     evaluated = [h for h in history if h.get("val_auc") is not None]
     pos, neg = held["test_pos"], held["test_neg"]
@@ -351,16 +370,17 @@ def _contents(run, metrics: dict, held: dict, z: np.ndarray, degree: np.ndarray,
         zl, metric = run.logits_form()
         how = dict(metric=metric, decoder=run.pair_decoder(), structure=run.structure_scores(training=True))
         s_pos, s_neg = pair_scores(zl, pos, **how), pair_scores(zl, neg, **how)
-        buckets = numbers["degree_buckets"] = degree_bucket_auc(degree, pos, neg, s_pos, s_neg)
+        buckets = numbers["degree_buckets"] = degree_bucket_auc(source, pos, neg, s_pos, s_neg, target)
         figures["scores"] = lambda: _scores_plot(expit(s_pos), expit(s_neg))
-        figures["degree_auc"] = lambda: _degree_plot(buckets, metrics.get("test_auc"))
+        figures["degree_auc"] = lambda: _degree_plot(buckets, metrics.get("test_auc"), label)
     if z.shape[0] >= 2 and z.shape[1] >= 2:
         rows, xy, numbers["pca"] = _pca(z, sample, seed)
         figures["pca"] = lambda: _pca_plot(z, degree, rows, xy, numbers["pca"])
     return figures, {k: v for k, v in notes.items() if k not in figures}, numbers
 
 
-def _report_numbers(run, metrics: dict, config: dict, held: dict, numbers: dict, pngs: dict, notes: dict) -> dict:
+def _report_numbers(run, metrics: dict, config: dict, held: dict, numbers: dict, pngs: dict, notes: dict,
+                    pair_degree: str) -> dict:
     """What report.json holds (and the page shows)."""
     shown = {k: metrics[k] for k, _, _ in METRICS if k in metrics}
     if metrics.get("peak_rss_bytes") is not None:
@@ -371,7 +391,7 @@ def _report_numbers(run, metrics: dict, config: dict, held: dict, numbers: dict,
     finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime((run.path / "metrics.json").stat().st_mtime))
     pos, neg = held["test_pos"], held["test_neg"]
     return dict(run=str(run.path.resolve()), finished=finished, metrics=shown, config=shown_config,
-                **numbers,
+                directed=run.directed, pair_degree=pair_degree, **numbers,
                 test_pairs=dict(positives=int(pos.shape[1]), negatives=int(neg.shape[1])),
                 plots=sorted(f"{n}.png" for n in pngs), notes=notes, gaescale_version=__version__,
                 baselines=metrics.get("baselines"), beats_baselines=metrics.get("beats_baselines"),
