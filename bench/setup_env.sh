@@ -14,8 +14,8 @@ if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
 
-# The inputs that decide what gets installed: the pins, gaescale's own metadata and the interpreter.
-stamp="$(cat "$reqs" "$repo/pyproject.toml" <("$venv/bin/python" -VV) | sha256sum | cut -d' ' -f1)"
+# The inputs that decide what gets installed: the pins, gaescale's own metadata and constraints and the interpreter.
+stamp="$(cat "$reqs" "$repo/pyproject.toml" "$repo/constraints.txt" <("$venv/bin/python" -VV) | sha256sum | cut -d' ' -f1)"
 
 if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]] \
     && "$venv/bin/python" -c "from importlib.metadata import version as v
@@ -26,7 +26,7 @@ fi
 
 rm -f "$marker"
 "$venv/bin/python" -m pip install --quiet -r "$reqs"
-"$venv/bin/python" -m pip install --quiet -e "$repo"
+"$venv/bin/python" -m pip install --quiet -e "$repo" -c "$repo/constraints.txt"  # gaescale's ranges at CI's versions
 "$venv/bin/python" - <<'PY'
 import torch, torch_geometric, psutil, gaescale
 print(f"torch {torch.__version__}, torch_geometric {torch_geometric.__version__}, "
