@@ -21,7 +21,7 @@ import torch
 import gaescale
 from gaescale.data.synthetic import community_graph
 from gaescale.run.memory import peak_rss_bytes
-from gaescale.run.rundir import Run
+from gaescale import Run
 
 
 def grown(nodes: int, num_edges: int, seed: int = 0):

@@ -21,7 +21,7 @@ import torch
 
 from gaescale.run.index import build_index, indexed_top_k
 from gaescale.run.predict import top_k
-from gaescale.run.rundir import Run
+from gaescale import Run
 
 
 def recall(found: np.ndarray, exact: np.ndarray) -> float:

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from gaescale.run.rundir import Run
+from gaescale import Run
 from gaescale.run.scan import top_k
 
 

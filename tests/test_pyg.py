@@ -10,7 +10,7 @@ from gaescale import Graph
 from gaescale.errors import ParameterError
 from gaescale.losses import reconstruction_loss
 from gaescale.pyg import PyGEncoder, from_pyg, to_pyg
-from gaescale.run.rundir import Run
+from gaescale import Run
 
 pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402

@@ -15,9 +15,10 @@ from .graph import Graph  # noqa: E402
 from .losses import reconstruction_loss  # noqa: E402
 from .models import GAE, VGAE  # noqa: E402
 from .pyg import from_pyg, to_pyg  # noqa: E402
+from .run.finished import Run  # noqa: E402
 from .run.pipeline import train  # noqa: E402
 from .run.result import RunResult  # noqa: E402
 
 __all__ = ["TrainConfig", "GCN", "SAGE", "linear_encoder", "GAE", "VGAE", "Graph", "EdgeList", "EdgeSplit", "RunResult",
-           "GaescaleError", "GraphError", "InputFileError", "OutputError", "ParameterError", "attach_features",
+           "Run", "GaescaleError", "GraphError", "InputFileError", "OutputError", "ParameterError", "attach_features",
            "community_graph", "from_pyg", "read_edges", "reconstruction_loss", "split_edges", "to_pyg", "train"]

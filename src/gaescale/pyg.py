@@ -406,7 +406,8 @@ def resolve_custom(config):
 
 def to_pyg(run):
     """A run's embeddings as a PyG ``Data``: ``x: (N, d)`` the embeddings, ``edge_index: (2, 2E)`` the run's
-    graph (both directions, every edge of the cleaned input graph, held-out ones included), ``num_nodes``,
+    graph (both directions, every edge of the cleaned input graph, held-out ones included; a directed run's
+    ``(2, E)``, each edge ``(u, v)`` once), ``num_nodes``,
     ``node_ids: (N,)`` the original ids (a NumPy array), with the bias decoder ``node_bias: (N,)`` and, for a
     weighted run (``--weighted``), ``edge_weight: (2E,)`` float32, the weight of each column of ``edge_index``
     (graph.npz's ``data``; :func:`from_pyg` reads it back). ``run``: a :class:`gaescale.RunResult` or a run
@@ -423,11 +424,12 @@ def to_pyg(run):
         emb, ids, bias = run.embeddings, run.node_ids, run.node_bias
         indptr, indices, weight = (*run.csr, None)[:3]  # a weighted run's csr holds its weights third
     else:
-        from .run.rundir import Run
-        r = Run.open(run)
+        from .run.rundir import RunDir
+        r = RunDir.open(run)
         graph = r.graph()
-        emb, ids, bias, indptr, indices, weight = (r.embeddings, r.node_ids, r.node_bias, graph.indptr,
-                                                   graph.indices, graph.data)
+        csr = graph.out if r.directed else graph  # a directed run's DiGraph: its out-CSR, each edge once
+        emb, ids, bias, indptr, indices, weight = (r.embeddings, r.node_ids, r.node_bias, csr.indptr, csr.indices,
+                                                   csr.data)
     data = Data(x=torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32)),
                 edge_index=csr_edge_index(indptr, indices), num_nodes=int(emb.shape[0]))
     if weight is not None:

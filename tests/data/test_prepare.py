@@ -17,7 +17,7 @@ from gaescale.data.split import hashed_is_train, hashed_rows, split_hashed
 from gaescale.data.synthetic import community_graph
 from gaescale.errors import InputFileError, OutputError, ParameterError
 from gaescale.graph import Graph
-from gaescale.run.rundir import Run
+from gaescale import Run
 from gaescale.training.samplers import metis_parts
 from gaescale.training.strategies import ClusterGCN, NeighborLinks
 from gaescale.training.trainer import fit

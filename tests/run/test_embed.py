@@ -10,7 +10,7 @@ import pytest
 import gaescale
 from gaescale.cli import main
 from gaescale.data.synthetic import community_graph
-from gaescale.run.rundir import Run
+from gaescale import Run
 
 N, E = 300, 1500
 RUNS = {"gcn-bias": dict(encoder="gcn", hidden="8", dim=4),

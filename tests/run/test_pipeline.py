@@ -205,7 +205,7 @@ def test_weights_of_one_train_the_unweighted_model_and_other_weights_another(tmp
     assert not np.allclose(plain.embeddings, other.embeddings, atol=1e-3)
     with np.load(tmp_path / "run" / "graph.npz") as g:  # the run records the weights; topk reads them back
         assert g["data"].shape == g["indices"].shape and np.all(g["data"] == 1)
-    from gaescale.run.rundir import Run
+    from gaescale import Run
     assert Run.open(tmp_path / "run").graph().weighted
 
 

@@ -133,7 +133,7 @@ def test_score_from_file_and_stdin(run, tmp_path):
 
 
 def test_run_ids_are_integers_only_when_written_canonically(tmp_path):
-    from gaescale.run.rundir import Run
+    from gaescale import Run
     np.save(tmp_path / "embeddings.npy", np.zeros((3, 2), np.float32))
     (tmp_path / "nodes.tsv").write_text("10\n-2\n3\n")
     (tmp_path / "config.json").write_text("{}")
@@ -145,7 +145,7 @@ def test_run_ids_are_integers_only_when_written_canonically(tmp_path):
 
 def test_hadamard_run_scores_pairs_with_its_mlp_and_topk_refuses(tmp_path):
     from gaescale.models import HadamardMLP
-    from gaescale.run.rundir import Run
+    from gaescale import Run
     rng = np.random.default_rng(5)
     e = {tuple(sorted(rng.choice(80, 2, replace=False))) for _ in range(300)}
     p = tmp_path / "edges.csv"
@@ -182,7 +182,7 @@ def inner_run(tmp_path_factory):
 
 
 def test_run_score_takes_pairs_as_arrays_and_files_alike(inner_run, tmp_path):
-    from gaescale.run.rundir import Run
+    from gaescale import Run
     run = Run.open(inner_run)
     ids = (inner_run / "nodes.tsv").read_text().split()
     z = np.load(inner_run / "embeddings.npy").astype(np.float64)
@@ -210,7 +210,7 @@ def test_run_score_takes_pairs_as_arrays_and_files_alike(inner_run, tmp_path):
 
 
 def test_run_topk_takes_node_ids_as_a_list_an_array_or_one_id(inner_run, tmp_path):
-    from gaescale.run.rundir import Run
+    from gaescale import Run
     run = Run.open(inner_run)
     ids = np.array((inner_run / "nodes.tsv").read_text().split())
     z = np.load(inner_run / "embeddings.npy")

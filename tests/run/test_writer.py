@@ -12,7 +12,7 @@ import pytest
 from conftest import FAST as QUICK
 from conftest import RING, tree
 from gaescale.cli import main
-from gaescale.run.rundir import Run
+from gaescale import Run
 from gaescale.run.writer import COMMIT, LOCK, STAGING, RunWriter, finish_commit
 
 FAST = [*QUICK, "--checkpoint-every", "1"]

@@ -40,7 +40,7 @@ from ..config import TrainConfig
 from ..errors import InputFileError, OutputError, ParameterError, RunDirError
 from ..graph import Graph
 from ..outputs import write_ids, write_npy
-from .rundir import Run
+from .rundir import RunDir
 
 OUT_SUFFIXES = (".npy", ".tsv", ".csv", ".parquet")
 BLOCK = 1 << 16  # rows of the operator per block of layer-wise inference (as the pipeline's)
@@ -65,8 +65,8 @@ class Embedded:
 def embed(run, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
           block: int | str | None = "auto", log=None) -> Embedded:
     """Embed every node of the edge list ``edges`` (any format ``train`` reads, or a ``gaescale prepare``
-    directory) with the trained encoder of ``run`` (a :class:`Run` or its directory), and with ``out`` write them
-    (module docstring). ``features``: the node features, as ``train --features`` reads them (required: the
+    directory) with the trained encoder of ``run`` (a :class:`gaescale.Run` or its directory), and with ``out``
+    write them (module docstring). ``features``: the node features, as ``train --features`` reads them (required: the
     encoder was trained with them; an ``.npz`` edge list's own ``x`` serves too). ``ids``/``header``: how to read
     a text edge list, by default the run's own settings (its config.json). ``block``: rows per block of
     layer-wise inference, None: one forward pass, ``"auto"``: layer by layer (65,536 rows; a directed run: one
@@ -74,7 +74,7 @@ def embed(run, edges, features=None, *, out=None, ids: str | None = None, header
     log = log or (lambda m: None)
     if block not in (None, "auto") and (not isinstance(block, int) or isinstance(block, bool) or block < 1):
         raise ParameterError("block", "embed", "an int >= 1, None or 'auto'", block)
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = RunDir.of(run)
     out = None if out is None else check_out_path(out, inputs=(run.path, edges, features))
     state = _load_model_file(run)
     config = TrainConfig.from_dict(state["config"])
@@ -132,7 +132,7 @@ def check_out_path(path, *, inputs=()) -> Path:
     return p
 
 
-def _load_model_file(run: Run) -> dict:
+def _load_model_file(run: RunDir) -> dict:
     path = run._file("model.pt")
     try:
         state = torch.load(path, weights_only=True, map_location="cpu")
@@ -144,7 +144,7 @@ def _load_model_file(run: Run) -> dict:
     return state
 
 
-def _refuse_custom_encoder(run: Run, state: dict) -> None:
+def _refuse_custom_encoder(run: RunDir, state: dict) -> None:
     """A run trained with ``train(encoder=module)`` (model.pt's ``custom_encoder``, e.g. a PyGEncoder) holds the
     module's weights but not its code, so no model can be rebuilt here: refused, saying how to embed instead."""
     name = state.get("custom_encoder")
@@ -175,7 +175,7 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
             raise ParameterError("edges", "embed", f"an edge-list file with {what} ('gaescale prepare' keeps an "
                                                    "undirected, unweighted graph)", str(edges))
         prepared = open_prepared(edges)
-        graph, x, node_ids, source = prepared.graph, prepared.x, Run(prepared.path).node_ids, prepared.path / "x.npy"
+        graph, x, node_ids, source = prepared.graph, prepared.x, RunDir(prepared.path).node_ids, prepared.path / "x.npy"
     else:
         if edges is not None and Path(edges).is_dir():
             raise InputFileError(edges, "is a directory but not a prepared graph (no graph.json); pass an edge-list "
@@ -202,7 +202,7 @@ def _read_graph(edges, features, ids: str, header: str, in_dim: int, *, weighted
     return graph, torch.from_numpy(np.array(x, dtype=np.float32)), node_ids
 
 
-def _rebuild(run: Run, config: TrainConfig, state: dict):
+def _rebuild(run: RunDir, config: TrainConfig, state: dict):
     """The trained model of ``model.pt`` (the build_model of the run's kind, :mod:`gaescale.run.kinds`), in
     evaluation mode."""
     from .kinds import kind_of
@@ -237,7 +237,7 @@ def _encode_directed(model, x: torch.Tensor, graph, rows: np.ndarray) -> np.ndar
     return np.ascontiguousarray(z.numpy(), dtype=np.float32)
 
 
-def _known_rows(run: Run, node_ids: np.ndarray) -> np.ndarray:
+def _known_rows(run: RunDir, node_ids: np.ndarray) -> np.ndarray:
     """``(N,)`` int64: the run's row of each id (compared as text where either side holds text), -1 for a new one."""
     import pandas as pd
     theirs, ours = run.node_ids, np.asarray(node_ids)

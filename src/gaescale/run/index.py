@@ -18,7 +18,7 @@ exact ``topk`` does, and ``--exclude-existing`` leaves out its out-neighbours.
 The candidates the index returns are rescored exactly (the run's own logits), so a returned score is never
 approximate: only a missed candidate is. ``exclude`` (``--exclude-existing``) asks the index for ``k + 1 +
 degree`` candidates of each query and drops the node itself and its neighbours; a query whose degree makes
-that more than :data:`EXACT_ABOVE` goes through the exact scan (:func:`gaescale.run.predict.top_k`) instead.
+that more than :data:`EXACT_ABOVE` goes through the exact scan (:func:`gaescale.run.scan.top_k`) instead.
 """
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ from ..errors import InputFileError, OutputError, ParameterError
 from ..graph import Graph, data_fingerprint, neighbour_pairs
 from ..optional import require
 from ..outputs import atomic_write, refused_write
+from .rundir import RunDir
+from .scan import top_k
 
 KINDS = ("auto", "hnsw", "ivf")
 FORMAT = "gaescale-ann-index"
@@ -120,10 +122,9 @@ def build_index(run, out, *, kind: str = "auto", log=None) -> dict:
     """``gaescale index``: a FAISS index of the run's embeddings (module docstring), written atomically to ``out``
     with what :func:`load_index` checks it against: the run's node count, width, decoder and :func:`fingerprint`.
     Returns the file's metadata (with ``build_seconds``)."""
-    from .rundir import Run
     from .writer import refuse_run_file
     faiss = _faiss()  # before anything is read or written
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = RunDir.of(run)
     out = _check_out(out)
     refuse_run_file(out, inputs=(run.path,))
     decoder = _decoder_of(run)
@@ -226,14 +227,12 @@ def _rescore(zl, zq, q: np.ndarray, cand: np.ndarray, k: int, exclude: Graph | N
 
 def indexed_top_k(run, index_file, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None,
                   stats: dict | None = None, breadth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gaescale.run.predict.top_k` of the run's logits through the index in ``index_file``: ``scores: (Q, k)``
+    """:func:`gaescale.run.scan.top_k` of the run's logits through the index in ``index_file``: ``scores: (Q, k)``
     float32 (exact logits of the candidates found), ``nodes: (Q, k)`` int64, best first, ``-inf`` / ``-1`` padded.
     ``queries: (Q,)`` node indices (default: all). ``breadth`` replaces the file's ``nprobe`` (ivf) or ``efSearch``
     (hnsw): higher is slower and finds more. ``stats["exact"]`` counts the queries the exact scan answered."""
-    from .predict import top_k
-    from .rundir import Run
     _faiss()  # before the run is read
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = RunDir.of(run)
     index, meta = load_index(index_file, run)
     params = dict(meta["params"])
     if breadth is not None:

@@ -11,6 +11,7 @@ import numpy as np
 from ..data.readers import HEADER_WORDS
 from ..errors import InputFileError, OutputError, ParameterError
 from ..outputs import atomic_write
+from .rundir import RunDir
 from .scan import top_k, with_two_hop
 
 TABLE_SUFFIXES = (".tsv", ".csv", ".parquet")
@@ -91,8 +92,7 @@ def topk_links(run, k: int = 10, *, nodes=None, exclude_existing: bool = False, 
     the table is written atomically. Returns the columns ``node, rank, candidate, score`` (the logit),
     ``probability``. ``index``: a file of ``gaescale index`` to search instead of the exact scan
     (:mod:`gaescale.run.index`). ``exclude_existing``: leave out the graph's edges (a directed run's out-links)."""
-    from .rundir import Run
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = RunDir.of(run)
     if out is not None:
         out = check_table_path(out, "topk", inputs=(run.path, index))
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
@@ -144,8 +144,7 @@ def score_pairs(run, pairs, *, out=None) -> dict:
     original ids; a 2 x 2 array is read as two rows. Returns the table ``source, target, score, probability`` (the
     ids as given), and writes it to ``out`` (.tsv/.csv/.parquet) if given."""
     from ..training.evaluate import pair_scores
-    from .rundir import Run
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = RunDir.of(run)
     is_file = isinstance(pairs, (str, os.PathLike))
     if out is not None:
         out = check_table_path(out, "score", inputs=(run.path, pairs) if is_file else (run.path,))

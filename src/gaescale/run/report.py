@@ -1,6 +1,6 @@
 """A self-contained report of a finished run: ``write_report("run")`` -> ``run/report/report.html``.
 
-Reads the run directory (:class:`gaescale.rundir.Run`) and writes, each file atomically::
+Reads the run directory (:class:`gaescale.run.rundir.RunDir`) and writes, each file atomically::
 
     loss.png        training loss per epoch
     validation.png  validation AUC and AP per evaluated epoch (left out when no epoch was evaluated)
@@ -37,7 +37,7 @@ from ..optional import install_hint, require
 from ..outputs import atomic_write, check_out_dir, write_json
 from ..training.evaluate import pair_scores
 from ..training.heldout import BASELINE_NAMES
-from .rundir import Run
+from .rundir import RunDir
 from .writer import refuse_run_file
 
 METRICS = [("test_auc", "Test AUC", "{:.4f}"), ("test_ap", "Test AP", "{:.4f}"),
@@ -88,12 +88,12 @@ def degree_bucket_auc(degree: np.ndarray, pos: np.ndarray, neg: np.ndarray, pos_
 def pair_degrees(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """``(source, target, node, label)``: the degrees ``(N,)`` in the run's whole graph that bucket a test pair
     ``(u, v)`` by ``min(source[u], target[v])``, each node's degree (the PCA's colours), and what the buckets say.
-    Directed (graph.npz the out-CSR): out(u) and in(v), as the run's baseline ``directed_degree_product``."""
+    Directed (a :class:`gaescale.directed.graph.DiGraph`): out(u) and in(v), as the run's baseline
+    ``directed_degree_product``."""
     graph = run.graph()
     if not run.directed:
         return graph.degree, graph.degree, graph.degree, "smaller endpoint degree"
-    out = np.diff(graph.indptr)
-    inn = np.bincount(graph.indices, minlength=out.size)
+    out, inn = graph.out_degree, graph.in_degree
     return out, inn, out + inn, "min(source out-degree, target in-degree)"
 
 
@@ -288,7 +288,7 @@ the numbers in report.json.</footer>
 
 def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0, plots: bool | None = None,
                  log: Callable[[str], None] | None = None) -> Path:
-    """Write the plots, ``report.json`` and ``report.html`` of ``run`` (a run directory or a :class:`Run`)
+    """Write the plots, ``report.json`` and ``report.html`` of ``run`` (a run directory or a :class:`gaescale.Run`)
     into ``out_dir`` (default ``<run>/report``); returns the path of ``report.html``.
 
     ``sample``: at most this many embeddings (uniform, seeded by ``seed``) go into the PCA plot. ``plots``: None
@@ -302,7 +302,7 @@ def write_report(run, out_dir=None, *, sample: int = 20000, seed: int = 0, plots
         raise ParameterError("plots", "write_report", "None, True or False", plots)
     unplotted = _unplotted(plots)
     t0 = time.perf_counter()
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = RunDir.of(run)
     metrics, config, held, z = run.metrics(), run.config(), run.heldout(), run.embeddings
     degrees = pair_degrees(run)
     if {"test_pos", "test_neg"} - held.keys():

@@ -1,5 +1,5 @@
 """The run directory (the ``--out`` of ``gaescale train``): written by :func:`write_run` (and metrics.json by the
-pipeline), read back by :class:`Run`: embeddings keyed by the user's ids, the graph, the held-out pairs and the
+pipeline), read back by :class:`RunDir`: embeddings keyed by the user's ids, the graph, the held-out pairs and the
 metrics, for ``topk``, ``score`` and ``report``.
 
 Layout (every file written atomically)::
@@ -41,11 +41,19 @@ from .writer import finish_commit, manifest_sizes, unfinished_epoch
 
 
 @dataclass
-class Run:
+class RunDir:
+    """A finished run directory read back (every file on first use; see the module's docstring). The Python API's
+    :class:`gaescale.Run` adds the commands on it (topk, score, embed)."""
+
     path: Path
 
     @classmethod
-    def open(cls, path) -> Run:
+    def of(cls, run) -> RunDir:
+        """``run`` itself if it is one, else the run directory at the path ``run`` (:meth:`open`)."""
+        return run if isinstance(run, RunDir) else cls.open(run)
+
+    @classmethod
+    def open(cls, path) -> RunDir:
         p = Path(path)
         if not p.is_dir():
             raise RunDirError(f"{p}: no such run directory; pass the --out directory of a finished 'gaescale train'.")
@@ -189,7 +197,7 @@ class Run:
         if self.directed:
             n = int(indptr.size - 1)
             rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-            return RunDiGraph.from_edge_index(np.stack([rows, indices.astype(np.int64)]), n, clean=False,
+            return DiGraph.from_edge_index(np.stack([rows, indices.astype(np.int64)]), n, clean=False,
                                               edge_weight=data)
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1), data=data)
 
@@ -254,43 +262,6 @@ class Run:
             raise RunDirError(f"{path}: expected a JSON object. Got {type(d).__name__}.")
         return d
 
-    def topk(self, k: int = 10, *, nodes=None, exclude_existing: bool = False, out=None, index=None,
-             log=None) -> dict:
-        """The ``k`` most likely new links of every node, or of ``nodes`` (original ids: a list, a 1-D array, or one
-        id), as ``gaescale topk`` ranks them: the columns ``node, rank, candidate, score`` (the logit),
-        ``probability``, written to ``out`` (.tsv/.csv/.parquet) if given. See
-        :func:`gaescale.run.predict.topk_links`."""
-        from .predict import topk_links
-        return topk_links(self, k, nodes=nodes, exclude_existing=exclude_existing, out=out, log=log, index=index)
-
-    def score(self, pairs, *, out=None) -> dict:
-        """The scores of id pairs, as ``gaescale score`` gives them: ``pairs`` a file of id pairs (a path; ``-``:
-        stdin) or an array of original ids, ``(P, 2)`` (a list of ``(source, target)`` tuples) or ``(2, P)``; the
-        columns ``source, target, score`` (the logit of the run's decoder), ``probability``, written to ``out``
-        (.tsv/.csv/.parquet) if given. See :func:`gaescale.run.predict.score_pairs`."""
-        from .predict import score_pairs
-        return score_pairs(self, pairs, out=out)
-
-    def embed(self, edges, features=None, *, out=None, ids: str | None = None, header: str | None = None,
-              block: int | str | None = "auto", log=None):
-        """Embeddings of every node of the edge list ``edges`` (old and new ids) with this run's trained encoder,
-        without retraining: an :class:`gaescale.run.embed.Embedded` (``node_ids``, ``embeddings: (N, d)``,
-        ``node_bias``, ``known``), written to ``out`` (.npy, .tsv, .csv, .parquet) if given. See
-        :func:`gaescale.run.embed.embed`."""
-        from .embed import embed
-        return embed(self, edges, features, out=out, ids=ids, header=header, block=block, log=log)
-
-
-class RunDiGraph(DiGraph):
-    """The graph of a directed run (:meth:`Run.graph`): a :class:`DiGraph` that still reads as its out-CSR where a
-    caller takes a :class:`Graph` (``indptr``, ``indices``, ``data``, ``degree``: the out-edges', as graph.npz holds
-    them and as :meth:`Run.graph` gave them before it returned a DiGraph)."""
-
-    indptr = property(lambda self: self.out.indptr)
-    indices = property(lambda self: self.out.indices)
-    data = property(lambda self: self.out.data)
-    degree = property(lambda self: self.out_degree)
-
 
 def _complete(path: Path) -> None:
     """Finish a commit into ``path`` that a killed run left half done (:func:`gaescale.run.writer.finish_commit`)."""
@@ -303,7 +274,7 @@ def _complete(path: Path) -> None:
 
 def _check_sizes(path: Path) -> None:
     """Refuse a run whose files are not those its manifest lists (one replaced or cut short since it finished); a
-    missing one is named where a command needs it (:meth:`Run._file`)."""
+    missing one is named where a command needs it (:meth:`RunDir._file`)."""
     for name, size in (manifest_sizes(path) or {}).items():
         f = path / name
         if size is not None and f.suffix != ".json" and f.is_file() and f.stat().st_size != size:
@@ -354,3 +325,4 @@ def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarr
         write_npz(out / "graph.npz", indptr=csr[0], indices=csr[1], **({"data": csr[2]} if len(csr) > 2 else {}))
     write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
               test_neg=split.test_neg)
+

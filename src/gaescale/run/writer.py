@@ -7,7 +7,7 @@ process on this host is taken over) and gives the run ``OUT/.staging/``, where e
 checkpoints while it trains, then its outputs. :meth:`RunWriter.commit` writes ``manifest.json`` (each file's size)
 into the staging directory, renames that directory to ``OUT/.commit`` (one atomic rename: from here on the new run
 wins) and moves its files into ``OUT``; :func:`finish_commit` completes a commit that a kill interrupted, and every
-reader (:meth:`gaescale.run.rundir.Run.open`) and writer calls it first. A killed run's ``.staging`` keeps its
+reader (:meth:`gaescale.run.rundir.RunDir.open`) and writer calls it first. A killed run's ``.staging`` keeps its
 checkpoints for ``--resume``.
 """
 from __future__ import annotations
