@@ -6,11 +6,10 @@ import pytest
 import torch
 
 import gaescale
-from gaescale import Graph
+from gaescale import Graph, Run, to_pyg
 from gaescale.errors import ParameterError
 from gaescale.losses import reconstruction_loss
-from gaescale.pyg import PyGEncoder, from_pyg, to_pyg
-from gaescale import Run
+from gaescale.pyg import PyGEncoder, from_pyg
 
 pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402

@@ -14,8 +14,8 @@ from .errors import GaescaleError, GraphError, InputFileError, OutputError, Para
 from .graph import Graph  # noqa: E402
 from .losses import reconstruction_loss  # noqa: E402
 from .models import GAE, VGAE  # noqa: E402
-from .pyg import from_pyg, to_pyg  # noqa: E402
-from .run.finished import Run  # noqa: E402
+from .pyg import from_pyg  # noqa: E402
+from .run.finished import Run, to_pyg  # noqa: E402
 from .run.pipeline import train  # noqa: E402
 from .run.result import RunResult  # noqa: E402
 

@@ -40,6 +40,17 @@ class ParameterError(GaescaleError, ValueError):
         return ParameterError(self.name, owner, self.expected, self.got)
 
 
+class Got:
+    """What :class:`ParameterError` shows after "Got": a description (``Got("shape (3, 2)")``), without the quotes of
+    a string's repr."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def _short(got, limit: int = 120) -> str:
     """``repr(got)``, or for a long one (a list of 10,000 features) its type and size: a message stays one line."""
     text = repr(got)

@@ -1,8 +1,8 @@
 """PyTorch Geometric in and out: a PyG ``Data`` as gaescale's input (:func:`from_pyg`, ``train(data=pyg_data)``),
-a PyG encoder trained under gaescale's losses and strategies (:class:`PyGEncoder`, ``train(encoder=...)``), and a
-run's embeddings as a PyG ``Data`` (:func:`to_pyg`).
+a PyG encoder trained under gaescale's losses and strategies (:class:`PyGEncoder`, ``train(encoder=...)``); a
+run's embeddings as a PyG ``Data`` is :func:`gaescale.to_pyg` (:mod:`gaescale.run.finished`, where runs are read).
 
-torch_geometric stays optional: it is imported only inside :func:`to_pyg`. :func:`from_pyg` reads any object with
+torch_geometric stays optional: it is imported only inside ``to_pyg``. :func:`from_pyg` reads any object with
 ``edge_index`` (and optionally ``x``, ``edge_weight`` or ``edge_attr``, ``num_nodes``, ``node_ids``) and
 :class:`PyGEncoder` wraps any module whose ``forward`` takes ``(x, edge_index)`` or ``(x, edge_index,
 edge_weight)``, so neither needs PyG installed.
@@ -19,22 +19,12 @@ import torch
 from torch import nn
 
 from .data.readers import MAX_NODES, EdgeList
-from .errors import GaescaleError, ParameterError
+from .errors import Got, ParameterError
 from .graph import Graph
 
 
-class _Got:
-    """What :class:`ParameterError` shows after "Got": a description, without the quotes of a string's repr."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _shape(a) -> _Got:
-    return _Got(f"shape {tuple(a.shape)}")
+def _shape(a) -> Got:
+    return Got(f"shape {tuple(a.shape)}")
 
 
 def _array(value, name: str, owner: str = "from_pyg") -> np.ndarray:
@@ -43,7 +33,7 @@ def _array(value, name: str, owner: str = "from_pyg") -> np.ndarray:
         return value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
         return value
-    raise ParameterError(name, owner, "a torch.Tensor or a NumPy array", _Got(type(value).__name__))
+    raise ParameterError(name, owner, "a torch.Tensor or a NumPy array", Got(type(value).__name__))
 
 
 def is_pyg_data(data) -> bool:
@@ -63,7 +53,7 @@ def as_edge_list(data, owner: str = "train") -> EdgeList | None:
     if is_pyg_data(data):
         return from_pyg(data)
     raise ParameterError("data", owner, "an EdgeList (e.g. gaescale.community_graph(...)) or a torch_geometric Data",
-                         _Got(type(data).__name__))
+                         Got(type(data).__name__))
 
 
 def check_edge_list(el: EdgeList, owner: str = "train") -> EdgeList:
@@ -84,22 +74,22 @@ def check_edge_list(el: EdgeList, owner: str = "train") -> EdgeList:
             col = int(np.argmax(bad.any(axis=0)))
             value = ei[:, col][bad[:, col]][0]
             raise ParameterError("data.edge_index", owner, "whole-number node indices",
-                                 _Got(f"{float(value)!r} at column {col}"))
+                                 Got(f"{float(value)!r} at column {col}"))
     elif not np.issubdtype(ei.dtype, np.integer):
         raise ParameterError("data.edge_index", owner, "a (2, E) array of integer node indices",
-                             _Got(f"dtype {ei.dtype}"))
+                             Got(f"dtype {ei.dtype}"))
     if ei.size and (ei.min() < 0 or ei.max() >= n):
         raise ParameterError("data.edge_index", owner, f"node indices in [0, num_nodes={n})",
-                             _Got(f"indices from {_index(ei.min())} to {_index(ei.max())}"))
+                             Got(f"indices from {_index(ei.min())} to {_index(ei.max())}"))
     ei = np.ascontiguousarray(ei, dtype=np.int64)
     if el.x is not None:
         x = _array(_listed(el.x), "data.x", owner)
         if x.ndim != 2 or x.shape[0] != n or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
             raise ParameterError("data.x", owner, f"(num_nodes={n}, F) numeric features, one row per node",
-                                 _Got(f"shape {x.shape}, dtype {x.dtype}"))
+                                 Got(f"shape {x.shape}, dtype {x.dtype}"))
         if not np.isfinite(x).all():
             row = int(np.argwhere(~np.isfinite(x))[0, 0])
-            raise ParameterError("data.x", owner, "finite features", _Got(f"a non-finite value in row {row}"))
+            raise ParameterError("data.x", owner, "finite features", Got(f"a non-finite value in row {row}"))
     if el.edge_weight is not None:
         w = _array(_listed(el.edge_weight), "data.edge_weight", owner)
         if w.shape != (ei.shape[1],):
@@ -109,7 +99,7 @@ def check_edge_list(el: EdgeList, owner: str = "train") -> EdgeList:
         if bad.any():
             i = int(np.argmax(bad))
             raise ParameterError("data.edge_weight", owner, "finite edge weights >= 0",
-                                 _Got(f"{float(w[i])!r} at column {i}"))
+                                 Got(f"{float(w[i])!r} at column {i}"))
     if el.node_ids is not None and np.shape(el.node_ids) != (n,):
         raise ParameterError("data.node_ids", owner, f"(num_nodes={n},) ids, one per node", _shape(np.asarray(
             el.node_ids)))
@@ -138,13 +128,13 @@ def from_pyg(data) -> EdgeList:
     be listed: the graph is built as from an edge-list file (:meth:`gaescale.Graph.from_edge_index`)."""
     if getattr(data, "edge_index", None) is None:
         raise ParameterError("data", "from_pyg", "a torch_geometric Data (or an object) with an 'edge_index' "
-                                                 "attribute", _Got(type(data).__name__ + " without edge_index"))
+                                                 "attribute", Got(type(data).__name__ + " without edge_index"))
     ei = _array(data.edge_index, "data.edge_index")
     if ei.ndim != 2 or ei.shape[0] != 2:
         raise ParameterError("data.edge_index", "from_pyg", "a (2, E) tensor of node indices", _shape(ei))
     if not np.issubdtype(ei.dtype, np.integer):
         raise ParameterError("data.edge_index", "from_pyg", "a (2, E) tensor of integer node indices",
-                             _Got(f"dtype {ei.dtype}"))
+                             Got(f"dtype {ei.dtype}"))
     ei = ei.astype(np.int64, copy=False)
     x = _features(data)
     num_nodes = _num_nodes(data, ei, x)
@@ -155,11 +145,11 @@ def from_pyg(data) -> EdgeList:
                              _shape(x))
     if ei.size and (ei.min() < 0 or ei.max() >= num_nodes):
         raise ParameterError("data.edge_index", "from_pyg", f"node indices in [0, num_nodes={num_nodes})",
-                             _Got(f"indices from {int(ei.min())} to {int(ei.max())}"))
+                             Got(f"indices from {int(ei.min())} to {int(ei.max())}"))
     if num_nodes > MAX_NODES:
         name = "data.edge_index" if getattr(data, "num_nodes", None) is None else "data.num_nodes"
         raise ParameterError(name, "from_pyg", f"at most {MAX_NODES} nodes (node pair keys u * N + v must fit in 64 "
-                                               "bits)", _Got(f"{num_nodes} nodes"))
+                                               "bits)", Got(f"{num_nodes} nodes"))
     if x is not None and x.shape[0] != num_nodes:
         raise ParameterError("data.x", "from_pyg", f"(num_nodes={num_nodes}, F) features, one row per node",
                              _shape(x))
@@ -179,12 +169,12 @@ def _features(data) -> np.ndarray | None:
         return None
     x = _array(x, "data.x")
     if x.ndim != 2 or not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
-        raise ParameterError("data.x", "from_pyg", "a 2-D (N, F) numeric tensor", _Got(f"shape {x.shape}, "
+        raise ParameterError("data.x", "from_pyg", "a 2-D (N, F) numeric tensor", Got(f"shape {x.shape}, "
                                                                                       f"dtype {x.dtype}"))
     x = np.ascontiguousarray(x, dtype=np.float32)
     if not np.isfinite(x).all():
         row = int(np.argwhere(~np.isfinite(x))[0, 0])
-        raise ParameterError("data.x", "from_pyg", "finite features", _Got(f"a non-finite value in row {row}"))
+        raise ParameterError("data.x", "from_pyg", "finite features", Got(f"a non-finite value in row {row}"))
     return x
 
 
@@ -215,7 +205,7 @@ def _weights(data, num_edges: int) -> np.ndarray | None:
     bad = ~np.isfinite(w) | (w < 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ParameterError(name, "from_pyg", "finite edge weights >= 0", _Got(f"{float(w[i])!r} at column {i}"))
+        raise ParameterError(name, "from_pyg", "finite edge weights >= 0", Got(f"{float(w[i])!r} at column {i}"))
     return w
 
 
@@ -262,7 +252,7 @@ class PyGEncoder(nn.Module):
                  in_dim: int | None = None):
         super().__init__()
         if not isinstance(module, nn.Module):
-            raise ParameterError("module", "PyGEncoder", "a torch.nn.Module", _Got(type(module).__name__))
+            raise ParameterError("module", "PyGEncoder", "a torch.nn.Module", Got(type(module).__name__))
         if edge_weight not in (None, True, False):
             raise ParameterError("edge_weight", "PyGEncoder", "None, True or False", edge_weight)
         self.module, self.edge_weight = module, edge_weight
@@ -334,7 +324,7 @@ class PyGEncoder(nn.Module):
         raise ParameterError("encoder", "layer-wise inference", "one of gaescale's own encoders (gcn, sage, "
                                                                 "linear): a PyGEncoder's layers are not known, so "
                                                                 "it embeds in one forward pass only",
-                             _Got(describe(self)))
+                             Got(describe(self)))
 
 
 def describe(encoder: nn.Module) -> str:
@@ -358,7 +348,7 @@ def custom_encoder(options: dict) -> nn.Module | None:
         names = []
     if "edge_index" in names[1:2]:
         raise ParameterError("encoder", "train", "a gaescale encoder, forward(x, graph): wrap a PyG module as "
-                                                 "gaescale.pyg.PyGEncoder(module)", _Got(type(enc).__name__))
+                                                 "gaescale.pyg.PyGEncoder(module)", Got(type(enc).__name__))
     return enc
 
 
@@ -368,7 +358,7 @@ def check_custom_encoder(encoder: nn.Module, config, runtime, *, prepared: bool)
     gaescale's own encoders), neighbour sampling without ``fanouts`` (one per message-passing layer, which
     gaescale cannot count), ``checkpoint_activations``; and the model options that the module's own layers decide
     (``hidden``, ``dropout``; ``dim`` but as the Hadamard decoder's input width)."""
-    name = _Got(describe(encoder))
+    name = Got(describe(encoder))
     if runtime.world_size > 1:
         raise ParameterError("encoder", "train", "one of gaescale's own encoders under torchrun (the sharded and "
                                                  "data-parallel paths use their layers)", name)
@@ -402,39 +392,3 @@ def resolve_custom(config):
         return config
     depth = len(config.fanouts) if config.fanouts else 2
     return dataclasses.replace(config, encoder="gcn", hidden=(16,) * (depth - 1))
-
-
-def to_pyg(run):
-    """A run's embeddings as a PyG ``Data``: ``x: (N, d)`` the embeddings, ``edge_index: (2, 2E)`` the run's
-    graph (both directions, every edge of the cleaned input graph, held-out ones included; a directed run's
-    ``(2, E)``, each edge ``(u, v)`` once), ``num_nodes``,
-    ``node_ids: (N,)`` the original ids (a NumPy array), with the bias decoder ``node_bias: (N,)`` and, for a
-    weighted run (``--weighted``), ``edge_weight: (2E,)`` float32, the weight of each column of ``edge_index``
-    (graph.npz's ``data``; :func:`from_pyg` reads it back). ``run``: a :class:`gaescale.RunResult` or a run
-    directory (``--out``)."""
-    try:
-        from torch_geometric.data import Data
-    except ImportError:
-        raise GaescaleError("to_pyg needs torch_geometric (pip install torch_geometric); it is optional for the "
-                            "rest of gaescale.") from None
-    from .run.result import RunResult
-    if isinstance(run, RunResult):
-        if run.csr is None:
-            raise ParameterError("run", "to_pyg", "a RunResult holding its graph (rank 0's)", _Got("csr=None"))
-        emb, ids, bias = run.embeddings, run.node_ids, run.node_bias
-        indptr, indices, weight = (*run.csr, None)[:3]  # a weighted run's csr holds its weights third
-    else:
-        from .run.rundir import RunDir
-        r = RunDir.open(run)
-        graph = r.graph()
-        csr = graph.out if r.directed else graph  # a directed run's DiGraph: its out-CSR, each edge once
-        emb, ids, bias, indptr, indices, weight = (r.embeddings, r.node_ids, r.node_bias, csr.indptr, csr.indices,
-                                                   csr.data)
-    data = Data(x=torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32)),
-                edge_index=csr_edge_index(indptr, indices), num_nodes=int(emb.shape[0]))
-    if weight is not None:
-        data.edge_weight = torch.from_numpy(np.array(weight, np.float32))
-    data.node_ids = np.asarray(ids)
-    if bias is not None:
-        data.node_bias = torch.from_numpy(np.asarray(bias, np.float32))
-    return data
