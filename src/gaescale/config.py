@@ -14,7 +14,7 @@ from typing import Any
 from .devices import DEVICES
 from .errors import ParameterError
 from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
-from .rules import check_value
+from .rules import check_directed, check_value, default_warmup
 from .sparse import PRECISIONS
 
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
@@ -225,7 +225,6 @@ class TrainConfig:
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
         if self.directed:
-            from .directed.checks import check_directed
             check_directed(self)
         elif self.directed_symmetric != "auto":
             raise ParameterError("directed_symmetric", "train", "'auto' (unset) without directed=True (it shapes the "
@@ -248,8 +247,7 @@ class TrainConfig:
 
     @property
     def warmup_epochs(self) -> int:
-        """``warmup``, or its default for ``epochs`` (:func:`gaescale.selection.default_warmup`)."""
-        from .training.selection import default_warmup
+        """``warmup``, or its default for ``epochs`` (:func:`gaescale.rules.default_warmup`)."""
         return default_warmup(self.epochs) if self.warmup is None else self.warmup
 
     @property

@@ -1,5 +1,7 @@
 """The rules of the configuration schema's fields (:mod:`gaescale.config`): each value checked and converted, a bad
-one a :class:`gaescale.errors.ParameterError` of one form; and sizes of memory as people type them (``22GiB``)."""
+one a :class:`gaescale.errors.ParameterError` of one form; sizes of memory as people type them (``22GiB``); the
+defaults that depend on another field (the warm-up); and the options that refuse one another (``--weight-column``
+without ``--weighted``, what ``--directed`` does not support yet)."""
 from __future__ import annotations
 
 import dataclasses
@@ -92,3 +94,39 @@ def check_value(f: dataclasses.Field, value):
             return v
         raise bad({"float>0": "a float > 0", "float>=0": "a float >= 0"}.get(rule, "a float in [0, 1)"))
     raise AssertionError(f"unknown rule {rule}")  # a bug in this module, not user input
+
+
+def default_warmup(epochs: int) -> int:
+    """The warm-up of a run of ``epochs`` epochs when none is given: a quarter of them, at most 50."""
+    return min(epochs // 4, 50)
+
+
+def refuse_weight_column(config) -> None:
+    """Refuse ``--weight-column`` without ``--weighted`` (it would be ignored); the undirected run checks it before
+    reading (:func:`gaescale.data.weights.refuse_unsupported`), the directed one when its configuration is built."""
+    if config.weight_column is not None and not config.weighted:
+        raise ParameterError("weight_column", "train", "used with weighted=True (--weighted)", config.weight_column)
+
+
+def check_directed(config) -> None:
+    """Refuse, with ``directed=True``, the options the directed model (:mod:`gaescale.directed`) does not support
+    yet, when the configuration is built (before anything is read)."""
+    if config.strategy != "full":
+        raise ParameterError("strategy", "train", "'full' with directed=True (the other strategies do not support "
+                                                  "directed graphs yet)", config.strategy)
+    if config.variational:
+        raise ParameterError("variational", "train", "False with directed=True (a directed VGAE is not supported "
+                                                     "yet)", True)
+    if config.encoder == "sage":
+        raise ParameterError("encoder", "train", "'auto', 'gcn' or 'linear' with directed=True (the source/target "
+                                                 "encoder; GraphSAGE does not support directed graphs yet)", "sage")
+    if config.decoder == "hadamard":
+        raise ParameterError("decoder", "train", "'bias' or 'inner' with directed=True (the source/target decoder; "
+                                                 "the Hadamard MLP does not support directed graphs yet)", "hadamard")
+    if config.checkpoint_activations:
+        raise ParameterError("checkpoint_activations", "train", "False with directed=True (the source/target encoder "
+                                                                "does not recompute its layers in backward yet)", True)
+    if config.select == "mrr":
+        raise ParameterError("select", "train", "'auto' or 'auc' with directed=True (the validation ranking is an "
+                                                "undirected graph's yet)", "mrr")
+    refuse_weight_column(config)  # --weight-column without --weighted: refused, not ignored, as undirected

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from gaescale.errors import ParameterError
-from gaescale.training.selection import EarlyStopping, default_warmup, selection_note
+from gaescale.rules import default_warmup
+from gaescale.training.selection import EarlyStopping, selection_note
 
 # The shape measured on email-enron: high at epoch 1 (the propagated random initialisation), a dip, a
 # slow climb past the start, then a plateau.

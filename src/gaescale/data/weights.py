@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputFileError
+from ..rules import refuse_weight_column
 
 EXPECTED = "expected an edge weight: a finite number >= 0"
 
@@ -99,14 +100,6 @@ def npz_weights(p: Path, arrays: dict, num_edges: int) -> np.ndarray:
     if i is not None:
         raise InputFileError(p, f"{EXPECTED}. Got {w[i].item()!r} (edge {i}).", field="edge_weight")
     return w.astype(np.float32)
-
-
-def refuse_weight_column(config) -> None:
-    """Refuse ``--weight-column`` without ``--weighted`` (it would be ignored); the undirected run checks it before
-    reading (:func:`refuse_unsupported`), the directed one when its configuration is built."""
-    from ..errors import ParameterError
-    if config.weight_column is not None and not config.weighted:
-        raise ParameterError("weight_column", "train", "used with weighted=True (--weighted)", config.weight_column)
 
 
 def refuse_unsupported(config, *, prepared: bool, world_size: int) -> None:

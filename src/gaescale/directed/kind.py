@@ -64,7 +64,7 @@ def embeddings_layout(model: DirectedGAE, width: int) -> dict[str, Any]:
 class Directed:
     """A directed graph: ``(u, v)`` and ``(v, u)`` are two edges. One process, an edge list read into memory,
     full batch (the options it does not support yet are refused when the configuration is built,
-    :func:`gaescale.directed.checks.check_directed`, and by :meth:`check`)."""
+    :func:`gaescale.rules.check_directed`, and by :meth:`check`)."""
 
     name = "directed"
 

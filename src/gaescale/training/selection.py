@@ -29,11 +29,6 @@ def _ends_warmup(epoch: int, val_auc: float, first_auc: float, warmup: int) -> b
     return epoch > warmup or (epoch > min(MIN_WARMUP, warmup) and val_auc > first_auc)
 
 
-def default_warmup(epochs: int) -> int:
-    """The warm-up of a run of ``epochs`` epochs when none is given: a quarter of them, at most 50."""
-    return min(epochs // 4, 50)
-
-
 class EarlyStopping:
     """Keeps the weights of the best validation AUC among the epochs after ``warmup`` and stops after
     ``patience`` evaluations past the warm-up without a better one (``patience=0``: never stops early).
