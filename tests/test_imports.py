@@ -3,6 +3,8 @@ no module takes another's private names, and no modules import each other in a c
 import ast
 from pathlib import Path
 
+import pytest
+
 import gaescale
 
 SRC = Path(gaescale.__file__).parent
@@ -87,3 +89,37 @@ def test_the_package_imports_form_no_circle():
 def test_the_circle_finder_finds_a_circle():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+DIAGRAM = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+SUBGRAPHS = {"data": "gaescale.data.", "core": "gaescale.", "directed": "gaescale.directed.",
+             "training": "gaescale.training.", "parallel": "gaescale.parallel.", "run": "gaescale.run."}
+
+
+def _drawn() -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """docs/architecture.md's module diagram: each node's module (a node is defined as ``id["file.py"]`` inside the
+    subgraph of its package) and each arrow ``a --> b``."""
+    import re
+    text = DIAGRAM.read_text()
+    block = text[text.index("```mermaid"):]
+    block = block[:block.index("```", 10)]
+    nodes, arrows, package = {}, [], None
+    for line in block.splitlines():
+        if m := re.match(r"\s*subgraph (\w+)", line):
+            package = SUBGRAPHS[m.group(1)]
+        elif line.strip() == "end":
+            package = None
+        for node, file in re.findall(r'(\w+)\["([\w.]+)\.py"\]', line):
+            nodes[node] = package + file
+        for a, b in re.findall(r'(\w+)(?:\["[\w.]+"\])?\s*-->\s*(\w+)', line):
+            arrows.append((a, b))
+    return nodes, arrows
+
+
+def test_every_arrow_of_the_architecture_diagram_is_an_import():
+    if not DIAGRAM.is_file():
+        pytest.skip(f"{DIAGRAM} not found (an installed package without its docs)")
+    nodes, arrows = _drawn()
+    graph = _graph()
+    assert len(arrows) > 50 and set(nodes.values()) <= set(graph)
+    assert [(nodes[a], nodes[b]) for a, b in arrows if nodes[b] not in graph[nodes[a]]] == []
