@@ -123,3 +123,17 @@ def test_every_arrow_of_the_architecture_diagram_is_an_import():
     graph = _graph()
     assert len(arrows) > 50 and set(nodes.values()) <= set(graph)
     assert [(nodes[a], nodes[b]) for a, b in arrows if nodes[b] not in graph[nodes[a]]] == []
+
+
+def test_a_name_that_moved_is_found_at_its_old_place_with_a_warning():
+    import importlib
+
+    from gaescale._moved import MOVED_NAMES
+    for module, names in MOVED_NAMES.items():
+        for name, target in names.items():
+            place, _, attr = target.rpartition(".")
+            with pytest.warns(DeprecationWarning, match=f"{module}.{name} moved: use {target}"):
+                assert getattr(importlib.import_module(module), name) is getattr(importlib.import_module(place), attr)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        missing = "nothing"
+        getattr(importlib.import_module("gaescale.run.rundir"), missing)

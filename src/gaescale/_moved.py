@@ -1,13 +1,16 @@
 """The import paths of modules that moved into sub-packages (``gaescale.losses`` stayed; ``gaescale.pipeline`` is
 now :mod:`gaescale.run.pipeline`): ``import gaescale.pipeline`` gives the very module object of its new place, so
 that code and tests written against the old paths (imports, ``monkeypatch.setattr("gaescale.pipeline.fit", ...)``)
-keep working. Nothing is imported until asked for."""
+keep working. Nothing is imported until asked for. Names that moved out of a module that stayed
+(``gaescale.run.rundir.Run`` is now :class:`gaescale.Run`) are found through that module's ``__getattr__``
+(:func:`moved_names`), with a :class:`DeprecationWarning` naming the new place."""
 from __future__ import annotations
 
 import importlib
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 
 MOVED = {
     "io": "data.readers", "chunks": "data.chunks", "features": "data.features", "prepare": "data.prepare",
@@ -19,6 +22,25 @@ MOVED = {
     "pipeline": "run.pipeline", "plan": "run.plan", "rundir": "run.rundir", "report": "run.report",
     "predict": "run.predict", "tune": "run.tune", "tune_report": "run.tune_report",
 }
+
+# the names that moved out of a module that stayed: {module: {name: its public place now}}
+MOVED_NAMES = {
+    "gaescale.run.rundir": {"Run": "gaescale.Run"},  # the reader is RunDir; Run adds the commands (run/finished.py)
+    "gaescale.pyg": {"to_pyg": "gaescale.to_pyg"},  # in run/finished.py, where runs are read
+}
+
+
+def moved_names(module: str):
+    """The ``__getattr__`` of ``module``: a name of :data:`MOVED_NAMES` from its new place, with a warning; any
+    other missing name an AttributeError, as usual."""
+    def __getattr__(name: str):
+        target = MOVED_NAMES.get(module, {}).get(name)
+        if target is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} moved: use {target}", DeprecationWarning, stacklevel=2)
+        place, _, attr = target.rpartition(".")
+        return getattr(importlib.import_module(place), attr)
+    return __getattr__
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

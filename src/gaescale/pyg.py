@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._moved import moved_names
 from .data.readers import MAX_NODES, EdgeList
 from .errors import Got, ParameterError
 from .graph import Graph
@@ -392,3 +393,6 @@ def resolve_custom(config):
         return config
     depth = len(config.fanouts) if config.fanouts else 2
     return dataclasses.replace(config, encoder="gcn", hidden=(16,) * (depth - 1))
+
+
+__getattr__ = moved_names(__name__)  # names that moved elsewhere (gaescale._moved)

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from .._moved import moved_names
 from .._version import __version__
 from ..directed.graph import DiGraph
 from ..errors import RunDirError
@@ -326,3 +327,5 @@ def write_run(out: Path, config, model, inputs, csr, split, embeddings: np.ndarr
     write_npz(out / "heldout.npz", val_pos=split.val_pos, val_neg=split.val_neg, test_pos=split.test_pos,
               test_neg=split.test_neg)
 
+
+__getattr__ = moved_names(__name__)  # names that moved elsewhere (gaescale._moved)
