@@ -245,3 +245,17 @@ def test_embed_of_a_pyg_encoder_run_is_refused_saying_how_and_the_recipe_it_give
     with torch.no_grad():
         z = enc.eval()(torch.from_numpy(g.x), Graph.from_edge_index(train, g.num_nodes))
     np.testing.assert_allclose(z.numpy(), r.embeddings, rtol=1e-4, atol=1e-5)
+
+
+def test_to_pyg_of_a_directed_run_gives_each_directed_edge_once(tmp_path):
+    rng = np.random.default_rng(3)
+    ei = np.unique(rng.integers(0, 60, (2, 300)), axis=1)
+    ei = ei[:, ei[0] != ei[1]]
+    data = gaescale.EdgeList(ei, 60, None, source="directed")
+    result = gaescale.train(data=data, directed=True, strategy="full", out=str(tmp_path / "run"), dim=4, **FAST)
+    for run in (result, tmp_path / "run"):
+        out = to_pyg(run)
+        got = out.edge_index.numpy()
+        assert got.shape == ei.shape  # (u, v) once, never its reversal made up
+        assert set(zip(*got.tolist())) == set(zip(*ei.tolist()))
+        np.testing.assert_array_equal(out.x.numpy(), result.embeddings)
