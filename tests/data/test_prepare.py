@@ -10,6 +10,7 @@ import torch
 
 import gaescale
 from conftest import random_edges
+from gaescale import Run
 from gaescale.cli import main
 from gaescale.data.prepare import open_prepared, prepare
 from gaescale.data.readers import read_edges
@@ -17,7 +18,6 @@ from gaescale.data.split import hashed_is_train, hashed_rows, split_hashed
 from gaescale.data.synthetic import community_graph
 from gaescale.errors import InputFileError, OutputError, ParameterError
 from gaescale.graph import Graph
-from gaescale import Run
 from gaescale.training.samplers import metis_parts
 from gaescale.training.strategies import ClusterGCN, NeighborLinks
 from gaescale.training.trainer import fit

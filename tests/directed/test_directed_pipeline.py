@@ -7,13 +7,13 @@ import pytest
 import torch
 
 import gaescale
+from gaescale import Run
 from gaescale.cli import main
 from gaescale.data.readers import EdgeList
 from gaescale.directed.graph import DiGraph
 from gaescale.directed.metrics import reverse_auc
 from gaescale.models import bias_metric, with_bias
 from gaescale.run.predict import score_pairs, topk_links
-from gaescale import Run
 from gaescale.training.evaluate import pair_scores
 
 FAST = dict(dim=8, epochs=30, lr=0.05, eval_every=10, warmup=0, patience=0, quiet=True, report=False,

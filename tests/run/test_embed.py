@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import gaescale
+from gaescale import Run
 from gaescale.cli import main
 from gaescale.data.synthetic import community_graph
-from gaescale import Run
 
 N, E = 300, 1500
 RUNS = {"gcn-bias": dict(encoder="gcn", hidden="8", dim=4),

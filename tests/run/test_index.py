@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 
 import gaescale
+from gaescale import Run
 from gaescale.cli import main
 from gaescale.errors import InputFileError, OutputError, ParameterError
 from gaescale.graph import Graph
 from gaescale.outputs import write_ids, write_npy, write_npz
 from gaescale.run.index import _sides, build_index, index_params, indexed_top_k
 from gaescale.run.predict import top_k, topk_links
-from gaescale import Run
 
 
 def _fake_run(d, z, bias=None, edges=None, decoder=None):

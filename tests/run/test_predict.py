@@ -144,8 +144,8 @@ def test_run_ids_are_integers_only_when_written_canonically(tmp_path):
 
 
 def test_hadamard_run_scores_pairs_with_its_mlp_and_topk_refuses(tmp_path):
-    from gaescale.models import HadamardMLP
     from gaescale import Run
+    from gaescale.models import HadamardMLP
     rng = np.random.default_rng(5)
     e = {tuple(sorted(rng.choice(80, 2, replace=False))) for _ in range(300)}
     p = tmp_path / "edges.csv"

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 import gaescale
+from gaescale import Run
 from gaescale.data.readers import EdgeList
 from gaescale.directed.graph import DiGraph
 from gaescale.graph import Graph
-from gaescale import Run
 
 FAST = dict(dim=4, epochs=2, quiet=True, report=False, checkpoint_every=0)
 

@@ -45,7 +45,7 @@ def test_three_trials_never_score_a_test_pair_and_best_json_trains(edges, tmp_pa
         raise AssertionError("tune scored the test split")
     monkeypatch.setattr(gaescale.training.evaluate, "pair_scores", spy)
     for name in ("test_metrics", "baseline_metrics"):
-        monkeypatch.setattr(gaescale.run.pipeline, name, forbidden)
+        monkeypatch.setattr(gaescale.run.kinds, name, forbidden)
         monkeypatch.setattr(gaescale.training.heldout, name, forbidden)
     result = tune(edges=str(path), out=str(tmp_path / "search"), trials=3, **OPTS)
     assert len(result["trials"]) == 3 and result["best_value"] is not None

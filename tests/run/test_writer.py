@@ -11,8 +11,8 @@ import pytest
 
 from conftest import FAST as QUICK
 from conftest import RING, tree
-from gaescale.cli import main
 from gaescale import Run
+from gaescale.cli import main
 from gaescale.run.writer import COMMIT, LOCK, STAGING, RunWriter, finish_commit
 
 FAST = [*QUICK, "--checkpoint-every", "1"]
