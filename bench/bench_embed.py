@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 import gaescale
+from gaescale import Run
 from gaescale.data.synthetic import community_graph
 from gaescale.run.memory import peak_rss_bytes
-from gaescale import Run
 
 
 def grown(nodes: int, num_edges: int, seed: int = 0):

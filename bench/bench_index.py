@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gaescale import Run
 from gaescale.run.index import build_index, indexed_top_k
 from gaescale.run.predict import top_k
-from gaescale import Run
 
 
 def recall(found: np.ndarray, exact: np.ndarray) -> float:

@@ -26,7 +26,7 @@ fi
 
 rm -f "$marker"
 "$venv/bin/python" -m pip install --quiet -r "$reqs"
-"$venv/bin/python" -m pip install --quiet -e "$repo" -c "$repo/constraints.txt"  # gaescale's ranges at CI's versions
+"$venv/bin/python" -m pip install --quiet -e "$repo[all]" -c "$repo/constraints.txt"  # with every extra (Cluster-GCN, ...), at CI's versions
 "$venv/bin/python" - <<'PY'
 import torch, torch_geometric, psutil, gaescale
 print(f"torch {torch.__version__}, torch_geometric {torch_geometric.__version__}, "
