@@ -327,3 +327,12 @@ def test_the_score_help_says_what_each_decoder_scores(capsys, monkeypatch):
                  "for a directed run z_s_u . z_t_v", "structural part", "sigmoid(s_uv)"):
         assert part in text, part
     assert "sigmoid of the run's logit (z_u . z_v, plus" not in text
+
+
+def test_a_smaller_demo_keeps_the_built_in_graphs_degree(tmp_path, capsys):
+    from gaescale.cli import demo_edges
+    assert demo_edges(770_000) == 4_600_000  # the built-in graph unchanged
+    assert main(["demo", "--num-nodes", "3000", "--epochs", "1", "--quiet", "--no-report",
+                 "--out", str(tmp_path / "d")]) == 0
+    m = json.loads((tmp_path / "d" / "metrics.json").read_text())
+    assert (m["num_nodes"], m["num_edges"]) == (3000, 17_922)  # round(3000 * 4.6M / 770k): not 4.6M on 3,000 nodes

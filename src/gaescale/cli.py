@@ -152,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         "train the user's model on it (GCN 8 -> 16 -> 16 -> 8) end to end."))
     demo.add_argument("--num-nodes", type=int, default=770_000, help="nodes of the generated graph (default: 770000)")
     _alias(demo, "--nodes", "num_nodes", type=int)
-    demo.add_argument("--num-edges", type=int, default=4_600_000, help="undirected edges (default: 4600000)")
+    demo.add_argument("--num-edges", type=int, default=None,
+                      help="undirected edges (default: as many per node as the built-in graph's 4,600,000 for 770,000 "
+                           "nodes, about 6)")
     demo.add_argument("--graph-seed", type=int, default=0, help="seed of the generated graph (default: 0)")
     _add_config_flags(demo, {"edges", "features", "ids", "header", "weighted", "weight_column"}, DEMO_DEFAULTS)
     _add_run_commands(sub)
@@ -255,15 +257,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def demo_edges(num_nodes) -> int | None:
+    """The demo's default edge count for ``num_nodes``: the built-in graph's degree (4,600,000 edges for 770,000
+    nodes), so that a smaller demo is a smaller graph of the same kind, not a denser one."""
+    return round(num_nodes * 4_600_000 / 770_000) if isinstance(num_nodes, int) else None
+
+
 def _training(args: argparse.Namespace, parser: argparse.ArgumentParser, runtime):
     """``(config, data)`` of ``train`` or ``demo`` (data: the generated graph of ``demo``, else None)."""
     if args.command == "demo":
         from .data.synthetic import community_graph
         config = _config(args, DEMO_DEFAULTS)
         config = config.with_options(out=_default_out(args, config, Path(DEMO_DEFAULTS["out"])))
+        num_edges = args.num_edges if args.num_edges is not None else demo_edges(args.num_nodes)
         if not config.quiet and runtime.is_main:
-            _log(f"generating the default graph: {args.num_nodes:,} nodes, {args.num_edges:,} edges ...")
-        return config, community_graph(args.num_nodes, args.num_edges, seed=args.graph_seed)
+            _log(f"generating the default graph: {args.num_nodes:,} nodes, {num_edges:,} edges ...")
+        return config, community_graph(args.num_nodes, num_edges, seed=args.graph_seed)
     config = _config(args, {})
     if config.edges is None:
         parser.error("the following arguments are required: EDGES")
