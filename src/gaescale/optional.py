@@ -25,6 +25,12 @@ OPTIONAL = {"optuna": ("optuna", "tune"), "faiss": ("faiss-cpu", "index"), "pyme
             "matplotlib": ("matplotlib", "report"), "tensorboard": ("tensorboard", "tensorboard")}
 
 
+def available(name: str) -> bool:
+    """Whether the optional package ``name`` (a key of :data:`OPTIONAL`) is installed, without importing it."""
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
 def install_hint(name: str) -> str:
     """``pip install 'gaescale[EXTRA]'`` for the optional package ``name`` (a key of :data:`OPTIONAL`)."""
     return f"pip install 'gaescale[{OPTIONAL[name][1]}]'"

@@ -154,3 +154,17 @@ def test_plan_on_cuda_without_a_gpu_is_refused_before_any_work(capsys):
         pytest.skip("this machine has a GPU")
     assert main(["plan", "--num-nodes", "100", "--num-edges", "300", "--device", "cuda"]) == 2
     assert capsys.readouterr().err.startswith("gaescale: error: The 'device' parameter of plan must be 'cpu' or 'auto'")
+
+
+def test_auto_does_not_choose_cluster_without_pymetis(monkeypatch):
+    import gaescale.run.plan as planner
+    plans = plan(gaescale.TrainConfig(hidden="16,16", dim=8), 1_000_000, 6_000_000, 8)
+    by = {p.strategy: p for p in plans}
+    budget = by["fastgae"].peak_bytes - 1  # cluster is the first that fits
+    assert by["cluster"].peak_bytes <= budget < by["neighbor"].peak_bytes
+    assert choose(plans, budget).strategy == "cluster"
+    monkeypatch.setattr(planner, "available", lambda name: name != "pymetis")
+    with pytest.raises(gaescale.ParameterError, match=r"'cluster' would fit but needs pymetis \(pip install "
+                                                      r"'gaescale\[cluster\]'\)"):
+        choose(plans, budget)
+    assert choose(plans, 10**12).strategy == "full"  # the others as before

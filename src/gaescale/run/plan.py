@@ -18,12 +18,14 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import ParameterError
+from ..optional import available, install_hint
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
 # Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
 # FastGAE keeps the full forward and subsamples the loss; Cluster-GCN only holds a batch's activations;
 # neighbour sampling last (its computation graph reaches most of a well-connected graph; BENCHMARKS.md).
 AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor")
+NEEDS = {"cluster": "pymetis"}  # the optional package (gaescale.optional) a strategy trains with
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,10 @@ def budget_bytes(config: TrainConfig, device=None, environ=None) -> int:
 
 def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = None) -> StrategyPlan:
     """The first strategy of :data:`AUTO_ORDER` whose predicted peak fits ``budget`` bytes, among those
-    ``config`` can train with (neighbour sampling needs ``dense='sampled'``)."""
+    ``config`` can train with (neighbour sampling needs ``dense='sampled'``) and whose optional package
+    (:data:`NEEDS`: Cluster-GCN's pymetis) is installed."""
+    missing = [p for p in plans if p.strategy in NEEDS and not available(NEEDS[p.strategy])]
+    plans = [p for p in plans if p not in missing]
     if config is not None and config.dense != "sampled":
         plans = [p for p in plans if p.strategy != "neighbor"]
         if not plans:
@@ -212,9 +217,11 @@ def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = 
         if name in by_name and by_name[name].peak_bytes <= budget:
             return by_name[name]
     smallest = min(plans, key=lambda p: p.peak_bytes)
+    would = [f"; '{p.strategy}' would fit but needs {NEEDS[p.strategy]} ({install_hint(NEEDS[p.strategy])})"
+             for p in missing if p.peak_bytes <= budget]
     raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB, the smallest "
                          f"predicted peak (strategy '{smallest.strategy}'); lower --batch-size or raise "
-                         "--cluster-parts", f"{budget / 2**30:.2f} GiB")
+                         f"--cluster-parts{''.join(would)}", f"{budget / 2**30:.2f} GiB")
 
 
 def available_memory() -> int:
