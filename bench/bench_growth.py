@@ -1,0 +1,77 @@
+"""How an epoch's cost grows with the graph: the demo's generator and model at several sizes, one run.
+
+    .venv/bin/python bench/bench_growth.py [--nodes 770000,3080000,10000000] [--epochs 5]
+
+Each size runs in a fresh subprocess, one after the other: the community graph of the demo at the built-in
+graph's degree (``round(N * 4.6M / 770k)`` edges, average degree ~12), 8 features, GCN 8-16-16-8, full batch,
+sampled BCE, the structural part off (what the epoch of issue 31's measurements computes), no validation and no
+test scoring (the epoch alone). Prints a Markdown table: seconds per epoch (median), the training phase's peak RSS,
+and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear). Raw results go to
+bench/results/growth-<timestamp>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+GiB = 2 ** 30
+
+
+def one(n: int, epochs: int, threads: int) -> dict:
+    """One size in this process: generate, train, report the figures (as JSON on stdout)."""
+    import gaescale
+    from gaescale.cli import demo_edges
+    from gaescale.data.synthetic import community_graph
+    e = demo_edges(n)
+    t = time.perf_counter()
+    data = community_graph(n, e, seed=0)
+    generated = time.perf_counter() - t
+    result = gaescale.train(data=data, hidden="16,16", dim=8, epochs=epochs, eval_every=epochs + 1, warmup=0,
+                            strategy="full", structure="off", quiet=True, report=False, checkpoint_every=0,
+                            threads=threads, test=False)
+    m = result.metrics
+    return {"nodes": n, "edges": e, "epochs": m["epochs"], "seconds_per_epoch": m["seconds_per_epoch"],
+            "epoch_seconds": [h["seconds"] for h in m["history"]], "generate_seconds": generated,
+            "setup_peak_rss_bytes": m["setup_peak_rss_bytes"], "training_peak_rss_bytes": m["training_peak_rss_bytes"],
+            "total_seconds": m["total_seconds"], "torch_threads": m["torch_threads"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", default="770000,3080000,10000000", help="comma-separated node counts")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the subprocess of one size
+    args = p.parse_args(argv)
+    if args.one:
+        print(json.dumps(one(args.one, args.epochs, args.threads)))
+        return 0
+    rows = []
+    for n in (int(s) for s in args.nodes.split(",")):
+        cmd = [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs), "--threads", str(args.threads)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            print(f"{n:,} nodes failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"{n:,} nodes: {rows[-1]['seconds_per_epoch']:.3f} s/epoch", file=sys.stderr, flush=True)
+    first = rows[0]
+    print("| nodes | edges | s/epoch (median) | training peak RSS | growth vs linear |")
+    print("|---:|---:|---:|---:|---:|")
+    for r in rows:
+        growth = (r["seconds_per_epoch"] / first["seconds_per_epoch"]) / (r["nodes"] / first["nodes"])
+        print(f"| {r['nodes']:,} | {r['edges']:,} | {r['seconds_per_epoch']:.3f} | "
+              f"{r['training_peak_rss_bytes'] / GiB:.2f} GiB | {growth:.2f}x |")
+    out = BENCH / "results" / f"growth-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
