@@ -117,9 +117,15 @@ def in_memory(data: EdgeList, log, t: float, *, weighted: bool = False) -> Input
     graph = Graph.from_edge_index(data.edge_index, data.num_nodes, edge_weight=data.edge_weight if weighted else None)
     log(f"read {data.source}: {data.num_nodes:,} nodes; {graph.stats.describe()} [{time.perf_counter() - t:.1f}s]")
     graph.require_edges(data.source or "the graph")
+    return Inputs(graph, *features_and_ids(data))
+
+
+def features_and_ids(data: EdgeList) -> tuple[torch.Tensor | None, np.ndarray]:
+    """``(x, ids)`` of ``data``: its features as a float32 tensor (None without), and its original ids (the node
+    indices where it has none)."""
     x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
     ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
-    return Inputs(graph, x, ids)
+    return x, ids
 
 
 def mapped(path, log, t: float) -> Inputs:

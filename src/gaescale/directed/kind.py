@@ -7,11 +7,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..config import TrainConfig
-from ..data.inputs import Inputs, check_not_a_plain_directory, load_edges, log_features, require_weights
+from ..data.inputs import (
+    Inputs,
+    check_not_a_plain_directory,
+    features_and_ids,
+    load_edges,
+    log_features,
+    require_weights,
+)
 from ..errors import ParameterError
 from ..parallel.placement import Placement
 from ..training.strategies import weighted_pairs
@@ -94,9 +100,8 @@ class Directed:
             f"{'weighted ' if graph.weighted else ''}edges ({s.self_loops:,} self loops dropped{zeros}, "
             f"{s.duplicates:,} duplicates merged) [{time.perf_counter() - t:.1f}s]")
         graph.require_edges(data.source or "the graph")
-        x = None if data.x is None else torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
+        x, ids = features_and_ids(data)
         log_features(x, log)
-        ids = data.node_ids if data.node_ids is not None else np.arange(data.num_nodes, dtype=np.int64)
         return Inputs(graph, x, ids)
 
     def choose(self, config: TrainConfig, graph: DiGraph, num_features: int | None, log, *, prepared: bool, device,

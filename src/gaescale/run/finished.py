@@ -65,7 +65,7 @@ def to_pyg(run):
         emb, ids, bias = run.embeddings, run.node_ids, run.node_bias
         indptr, indices, weight = (*run.csr, None)[:3]  # a weighted run's csr holds its weights third
     else:
-        r = RunDir.open(run)
+        r = RunDir.of(run)
         graph = r.graph()
         csr = graph.out if r.directed else graph  # a directed run's DiGraph: its out-CSR, each edge once
         emb, ids, bias, indptr, indices, weight = (r.embeddings, r.node_ids, r.node_bias, csr.indptr, csr.indices,

@@ -36,6 +36,7 @@ from ..graph import Graph, with_self_loops
 from ..models import GAE, VGAE, HadamardMLP
 from ..parallel.placement import Placement, place
 from ..parallel.reading import read_on_ranks
+from ..pyg import check_custom_encoder
 from ..structure import FEATURES, StructuralPart, StructuralScores
 from ..training.evaluate import filtered_ranking, link_scores
 from ..training.heldout import baseline_metrics, known_edges, test_metrics, verdict
@@ -74,9 +75,11 @@ class Undirected:
     name = "undirected"
 
     def check(self, config: TrainConfig, runtime, *, prepared: bool, custom: torch.nn.Module | None) -> None:
-        """The weights' refusals (:func:`gaescale.data.weights.refuse_unsupported`); a ``custom`` encoder module is
-        checked by the pipeline (:func:`gaescale.pyg.check_custom_encoder`)."""
+        """The weights' refusals (:func:`gaescale.data.weights.refuse_unsupported`) and what a ``custom`` encoder
+        module cannot do (:func:`gaescale.pyg.check_custom_encoder`)."""
         refuse_unsupported(config, prepared=prepared, world_size=runtime.world_size)
+        if custom is not None:
+            check_custom_encoder(custom, config, runtime, prepared=prepared)
 
     def read(self, config: TrainConfig, data, log, *, out, runtime) -> Inputs:
         """:func:`gaescale.data.inputs.read_inputs`; the ranks of a torchrun group read as

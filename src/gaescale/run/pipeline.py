@@ -22,7 +22,7 @@ from ..outputs import check_out_dir, write_json
 from ..parallel.placement import Placement
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
-from ..pyg import as_edge_list, check_custom_encoder, custom_encoder, describe, resolve_custom
+from ..pyg import as_edge_list, custom_encoder, describe, resolve_custom
 from ..training.checkpoint import Checkpointer
 from ..training.heldout import baseline_summary
 from ..training.selection import selection_note
@@ -65,9 +65,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     data = as_edge_list(data)  # a PyG Data: from_pyg
     kind = kind_of(config)  # undirected or directed (gaescale.run.kinds): what differs between them, chosen once
     prepared = data is None and is_prepared(config.edges)
-    kind.check(config, rt, prepared=prepared, custom=custom)
-    if custom is not None:
-        check_custom_encoder(custom, config, rt, prepared=prepared)
+    kind.check(config, rt, prepared=prepared, custom=custom)  # before anything is read
     log = log or ((lambda m: None) if config.quiet or not rt.is_main else logs.info)
     with process_state_kept():
         device, writer = _start(config, rt, log, data)

@@ -199,7 +199,7 @@ class RunDir:
             n = int(indptr.size - 1)
             rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
             return DiGraph.from_edge_index(np.stack([rows, indices.astype(np.int64)]), n, clean=False,
-                                              edge_weight=data)
+                                           edge_weight=data)
         return Graph(indptr.astype(np.int64), indices, int(indptr.size - 1), data=data)
 
     def training_graph(self) -> Graph:
