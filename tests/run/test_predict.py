@@ -68,13 +68,19 @@ def test_top_k_pads_when_fewer_candidates_than_k():
     assert np.isneginf(v[0, 1:]).all() and v[2, 0] == pytest.approx(0.2)
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    names = np.array([f"n{i:03d}" for i in range(120)])
-    e = {tuple(sorted(rng.choice(120, 2, replace=False))) for _ in range(500)}
+def _named_edges(tmp_path_factory, names: list[str], draws: int, seed: int):
+    """A CSV edge list of ``draws`` random pairs (fewer once repeats merge) among the nodes ``names``."""
+    rng = np.random.default_rng(seed)
+    n = len(names)
+    e = {tuple(sorted(rng.choice(n, 2, replace=False))) for _ in range(draws)}
     p = tmp_path_factory.mktemp("data") / "edges.csv"
     p.write_text("".join(f"{names[a]},{names[b]}\n" for a, b in sorted(e)))
+    return p
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    p = _named_edges(tmp_path_factory, [f"n{i:03d}" for i in range(120)], 500, seed=0)
     out = tmp_path_factory.mktemp("run")
     gaescale.train(edges=str(p), out=str(out), epochs=5, hidden="8", dim=4, quiet=True, report=False)
     return out
@@ -170,11 +176,7 @@ def test_hadamard_run_scores_pairs_with_its_mlp_and_topk_refuses(tmp_path):
 @pytest.fixture(scope="module")
 def inner_run(tmp_path_factory):
     """A run whose logit is the plain z_u . z_v (--decoder inner, no structural part): a reference by hand."""
-    rng = np.random.default_rng(3)
-    names = np.array([f"v{i}" for i in range(90)])
-    e = {tuple(sorted(rng.choice(90, 2, replace=False))) for _ in range(360)}
-    p = tmp_path_factory.mktemp("data") / "edges.csv"
-    p.write_text("".join(f"{names[a]},{names[b]}\n" for a, b in sorted(e)))
+    p = _named_edges(tmp_path_factory, [f"v{i}" for i in range(90)], 360, seed=3)
     out = tmp_path_factory.mktemp("inner") / "run"
     gaescale.train(edges=str(p), out=str(out), epochs=5, hidden="8", dim=4, decoder="inner", structure="off",
                    quiet=True, report=False)
