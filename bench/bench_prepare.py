@@ -62,11 +62,12 @@ def _sample(pid: int, graph_dirs: list[str]) -> dict[str, int]:
     return out
 
 
-def monitored(cmd: list[str], graph_dirs: list[str], marker: str | None = None) -> tuple[float, dict[str, int], str]:
+def monitored(cmd: list[str], graph_dirs: list[str], marker: str | None = None,
+              stamps: list | None = None) -> tuple[float, dict[str, int], str]:
     """Run ``cmd``; returns its wall time and peaks, every 0.1 s, of: resident memory (``rss``), of its
     anonymous part, of resident memory less the graph's mapped files (``own``), and of that during
     training only (``train_own``: from the log line ``marker`` that precedes training, after METIS), and
-    its stderr."""
+    its stderr; ``stamps`` gets ``(seconds since the start, line)`` of each line of it."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peaks = {"rss": 0, "anon": 0, "graph": 0, "own": 0, "train_own": 0}
@@ -87,6 +88,8 @@ def monitored(cmd: list[str], graph_dirs: list[str], marker: str | None = None) 
     err = []
     for line in proc.stderr:
         err.append(line)
+        if stamps is not None:
+            stamps.append((time.perf_counter() - t, line))
         if marker and line.startswith(marker):
             training.set()
     proc.wait()

@@ -48,3 +48,18 @@ def test_writing_does_not_change_the_umask_on_linux(umask_run):
 def test_atomically_written_files_get_the_mode_open_gives_under_the_current_umask(umask_run):
     assert umask_run["a"] == 0o666 & ~0o027 == 0o640
     assert umask_run["b"] == umask_run["c"] == 0o666 & ~0o077 == 0o600  # the umask of the moment, not the first
+
+
+def test_mapped_buffers_are_file_pages_that_leave_nothing_behind(tmp_path):
+    import torch
+
+    from gaescale.outputs import MappedBuffers
+    small = MappedBuffers(tmp_path / "scratch", min_bytes=1 << 20)((10, 4))
+    assert not (tmp_path / "scratch").exists()  # under min_bytes: an ordinary tensor, no file
+    t = MappedBuffers(tmp_path / "scratch", min_bytes=0)((1000, 3))
+    assert t.shape == (1000, 3) and t.dtype == torch.float32 and small.shape == (10, 4)
+    t[:] = 2.5
+    assert float(t.sum()) == 7500.0
+    with open("/proc/self/maps") as fh:  # mapped from a file of the directory, already unlinked
+        assert any(str(tmp_path / "scratch") in line and "(deleted)" in line for line in fh)
+    assert list((tmp_path / "scratch").iterdir()) == []

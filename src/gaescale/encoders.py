@@ -121,26 +121,30 @@ class _Stacked(nn.Module):
         return h
 
     @torch.no_grad()
-    def layerwise(self, x: torch.Tensor | None, graph: Graph, block: int = 1 << 16) -> torch.Tensor:
+    def layerwise(self, x: torch.Tensor | None, graph: Graph, block: int = 1 << 16, *, buffers=None) -> torch.Tensor:
         """The evaluation-mode output ``(N, d)``, computed layer by layer over ``block`` rows of the graph's
         operator at a time (PyG's layer-wise inference): each layer reads the CSR one row block at a time
         (:meth:`Graph.adjacency_block`, the 0/1 rows; the normalisation is applied to the dense side), so a
         memory-mapped graph stays on disk and no operator over the whole graph is built. Memory: the
-        layer's input and output for all nodes, its input times ``W`` when that is narrower, one block.
+        layer's input and output for all nodes, its input times ``W`` when that is narrower, one block;
+        ``buffers(shape) -> Tensor`` gives those ``(N, width)`` arrays (default: fresh tensors;
+        :class:`gaescale.outputs.MappedBuffers`: a file's pages, so that only a block is anonymous memory).
         Equals ``forward`` in eval mode up to float rounding."""
-        return self.run_layers(x, graph, lambda start, stop: graph.adjacency_block(start, stop), block=block)
+        return self.run_layers(x, graph, lambda start, stop: graph.adjacency_block(start, stop), block=block,
+                               buffers=buffers)
 
     @torch.no_grad()
     def run_layers(self, x: torch.Tensor | None, graph: Graph, adjacency_rows, *, block: int,
-                   extend=None) -> torch.Tensor:
+                   extend=None, buffers=None) -> torch.Tensor:
         """The layer loop of layer-wise inference over the ``graph.num_nodes`` rows of ``graph``: for each layer,
         its source once (what every block multiplies, :meth:`_layer_source`), then ``block`` rows at a time,
         ``adjacency_rows(start, stop)`` giving those rows' 0/1 adjacency (a sparse ``(stop - start, C)`` matrix).
         ``extend(source, k)``: the source with rows appended to its ``k``-th part, the one the operator multiplies
-        (a shard's halo, :func:`gaescale.parallel.shards.embed_sharded`, whose ``C`` columns number them)."""
+        (a shard's halo, :func:`gaescale.parallel.shards.embed_sharded`, whose ``C`` columns number them).
+        ``buffers(shape)``: where the ``(N, width)`` arrays of each layer go (see :meth:`layerwise`)."""
         h, device = x, self.device
         for i in range(len(self.layers)):
-            source = self._layer_source(i, h, graph)
+            source = self._layer_source(i, h, graph, buffers, block)
             if extend is not None:
                 source = extend(source, self._propagated)
             out = None
@@ -148,17 +152,23 @@ class _Stacked(nn.Module):
                 stop = min(graph.num_nodes, start + block)
                 rows = self._layer_block(i, h, source, adjacency_rows(start, stop).to(device), start, stop)
                 if out is None:
-                    out = rows.new_empty((graph.num_nodes, rows.shape[1]))
+                    out = (buffers or rows.new_empty)((graph.num_nodes, rows.shape[1]))
                 out[start:stop] = rows
             h = out if out is not None else torch.empty((0, self.lins[i].out_features), device=device)  # no rows here
         return h
 
-    def _source(self, i: int, lin: nn.Linear, h: torch.Tensor | None, graph: Graph):
+    def _source(self, i: int, lin: nn.Linear, h: torch.Tensor | None, graph: Graph, buffers=None,
+                block: int = 1 << 16):
         """``(src, post)``: what the layer's operator multiplies (the featureless table, ``h W^T`` when that
-        is narrower, else ``h``) and the linear map still to apply after it (or None)."""
+        is narrower, else ``h``) and the linear map still to apply after it (or None). With ``buffers``
+        (layer-wise inference), ``h W^T`` is computed ``block`` rows at a time into one."""
         if i == 0 and self.featureless:
             return self._table(lin, graph), None
-        return (lin(h), None) if lin.in_features > lin.out_features else (h, lin)
+        if lin.in_features <= lin.out_features:
+            return h, lin
+        if buffers is None:
+            return lin(h), None
+        return by_rows(lambda a, b: lin(h[a:b]), (h.shape[0], lin.out_features), buffers, block), None
 
     def _finish(self, h: torch.Tensor, i: int) -> torch.Tensor:
         b = self.biases[i]
@@ -197,15 +207,26 @@ class GCN(_Stacked):
 
     _propagated = 1  # which part of _layer_source's tuple the operator multiplies (the rest is read by row)
 
-    def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
-        src, post = self._source(i, self.layers[i][0], h, graph)
+    def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph, buffers=None, block: int = 1 << 16):
+        src, post = self._source(i, self.layers[i][0], h, graph, buffers, block)
         scale = graph.gcn_scale.to(self.device)
-        return scale, scale * src, post  # D^-1/2 (A + I) D^-1/2 src = s * (A (s * src) + s * src)
+        # D^-1/2 (A + I) D^-1/2 src = s * (A (s * src) + s * src)
+        if buffers is None:
+            return scale, scale * src, post
+        return scale, by_rows(lambda a, b: scale[a:b] * src[a:b], tuple(src.shape), buffers, block), post
 
     def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         scale, scaled, post = source
         y = scale[start:stop] * (torch.sparse.mm(rows, scaled) + scaled[start:stop])
         return self._finish(post(y) if post is not None else y, i)
+
+
+def by_rows(rows, shape: tuple[int, int], buffers, block: int) -> torch.Tensor:
+    """The ``shape`` array ``buffers(shape)`` filled ``block`` rows at a time with ``rows(start, stop)``."""
+    out = buffers(shape)
+    for start in range(0, shape[0], block):
+        out[start:start + block] = rows(start, min(shape[0], start + block))
+    return out
 
 
 def linear_encoder(in_dim: int | None, dim: int, *, num_nodes: int | None = None) -> GCN:
@@ -234,8 +255,8 @@ class SAGE(_Stacked):
 
     _propagated = 0
 
-    def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph):
-        src, post = self._source(i, self.layers[i][1], h, graph)
+    def _layer_source(self, i: int, h: torch.Tensor | None, graph: Graph, buffers=None, block: int = 1 << 16):
+        src, post = self._source(i, self.layers[i][1], h, graph, buffers, block)
         own = self._table(self.layers[i][0], graph) if (i == 0 and self.featureless) else None
         return src, post, own, graph.mean_scale.to(self.device)
 

@@ -113,15 +113,18 @@ class GAE(nn.Module):
     encode = forward
 
     @torch.no_grad()
-    def embed(self, x: torch.Tensor | None, graph: Graph, *, block: int | None = None) -> torch.Tensor:
+    def embed(self, x: torch.Tensor | None, graph: Graph, *, block: int | None = None, buffers=None) -> torch.Tensor:
         """Evaluation-mode embeddings ``z: (N, d)`` without autograd. With ``block`` and an encoder that has
         ``layerwise(x, graph, block)`` (gaescale's GCN and SAGE), computed layer by layer over row blocks
-        of the graph (see :meth:`gaescale.encoders.GCN.layerwise`); otherwise one forward pass."""
+        of the graph (see :meth:`gaescale.encoders.GCN.layerwise`, where ``buffers`` go); otherwise one forward
+        pass."""
         was = self.training
         self.eval()
         try:
             if block is not None and hasattr(self.encoder, "layerwise"):
-                return self.add_bias(self.eval_output(self.encoder.layerwise(x, graph, block)), graph.node_ids)
+                kwargs = {} if buffers is None else {"buffers": buffers}  # a PyG encoder's layerwise takes none
+                z = self.encoder.layerwise(x, graph, block, **kwargs)
+                return self.add_bias(self.eval_output(z), graph.node_ids)
             return self(x, graph)
         finally:
             self.train(was)

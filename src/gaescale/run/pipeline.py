@@ -2,6 +2,7 @@
 read -> graph (CSR) -> split -> encoder -> loss -> fit -> outputs."""
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..data.split import warn_empty_split
 from ..devices import resolve_device
 from ..errors import DistributedError, ParameterError
 from ..graph import data_fingerprint
-from ..outputs import check_out_dir, write_json
+from ..outputs import MappedBuffers, check_out_dir, write_json
 from ..parallel.placement import Placement
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
@@ -114,7 +115,7 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     try:  # the tracker gets every epoch's record, the resumed ones first, and is closed even on an error
         tracker.start(resume["history"] if resume else ())
         fitted = _fit(config, kind, model, placed, x, sizes, rt, log, checkpointer, resume,
-                      tracker.callback(on_epoch))
+                      tracker.callback(on_epoch), scratch=out)
         if not rt.is_main:  # waits while rank 0 writes the outputs, so that all leave the group together
             rt.barrier()
             return None
@@ -174,9 +175,10 @@ def _model(config: TrainConfig, kind, sizes: Sizes, device, custom=None) -> torc
 
 
 def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, rt: Local, log, checkpointer, resume,
-         on_epoch) -> Fitted:
+         on_epoch, *, scratch: Path | None = None) -> Fitted:
     """Train ``model`` with the strategy of ``sizes.strategy`` (:func:`gaescale.trainer.fit`), then embed every node
-    with its best weights; the memory of setup and of training measured apart."""
+    with its best weights; the memory of setup and of training measured apart. ``scratch``: where layer-wise
+    inference over a memory-mapped graph maps its arrays (default: the temporary directory)."""
     shards = placed.shards
     train_graph = placed.train_graph if shards is None else shards.graph
     strategy = make_strategy(config, sizes.strategy, train_graph, log, rt, train_edges=placed.cut_by_hash)
@@ -186,8 +188,12 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
     # strategy builds that operator for training anyway; the shards always are, by every rank.
     layerwise = shards is not None or (sizes.prepared is not None and sizes.strategy in ("cluster", "neighbor"))
     block = LAYERWISE_BLOCK if layerwise else None
+    device = next(model.parameters()).device
+    # Over a memory-mapped graph, the (N, width) arrays of layer-wise inference are a file's pages too, on the CPU.
+    mapped = layerwise and shards is None and sizes.prepared is not None and device.type == "cpu"
+    buffers = MappedBuffers(scratch or tempfile.gettempdir()) if mapped else None
     if shards is None:
-        embed = lambda: model.embed(x, train_graph, block=block)  # noqa: E731
+        embed = lambda: model.embed(x, train_graph, block=block, buffers=buffers)  # noqa: E731
     else:
         embed = lambda: embed_sharded(model, shards, block=block)  # noqa: E731
     has_val = rt.is_main and placed.split.val_pos.shape[1] > 0
@@ -195,7 +201,6 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
     memory = {"setup_peak_rss_bytes": peak_rss_bytes()}  # reading, graph and split; training's own peak apart
     phase_measured = reset_peak_rss()
     memory["training_start_rss_bytes"] = rss_bytes()  # what training starts from: graph, split, features, model
-    device = next(model.parameters()).device
     x = None if x is None else x.to(device)  # on the CPU: the same tensor
     with rt.guard():
         result = fit(model, x if shards is None else shards.features, train_graph, train_pairs,
@@ -216,7 +221,7 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
             z = embed()
     if shards is None and rt.is_main:
         t = time.perf_counter()
-        z = model.embed(x, train_graph, block=block).cpu()
+        z = embed().cpu()
     seconds = time.perf_counter() - t
     if two_hop is not None and has_val:  # the structural part's scale, on the validation ranking
         calibrate_structure(model, z, placed.split, train_graph, two_hop.features, config.seed, log)

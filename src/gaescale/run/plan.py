@@ -19,6 +19,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import ParameterError
 from ..optional import available, install_hint
+from ..outputs import MAPPED_MIN_BYTES
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
 # Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
@@ -35,7 +36,8 @@ class StrategyPlan:
     building the full graph's operator, or a step or an evaluation pass with the operator kept), and its
     work per epoch: ``sparse_madds``
     (multiply-adds of sparse-dense products, forward and backward), ``pair_evals`` (inner products
-    ``z_i . z_j`` scored by the loss) and ``steps``."""
+    ``z_i . z_j`` scored by the loss) and ``steps``. ``setup_bytes``: what the strategy adds to the resident
+    memory before training, once (METIS for Cluster-GCN); the peak is the larger of the two phases."""
 
     strategy: str
     resident_bytes: int
@@ -44,10 +46,11 @@ class StrategyPlan:
     pair_evals: float
     steps: int
     note: str = ""
+    setup_bytes: int = 0
 
     @property
     def peak_bytes(self) -> int:
-        return self.resident_bytes + self.step_bytes
+        return self.resident_bytes + max(self.step_bytes, self.setup_bytes)
 
 
 # Measured per-unit costs (torch 2.13 CPU, bench/bench_plan.py): building a graph's GCN operator peaks at
@@ -61,6 +64,9 @@ PER_PAIR = 23.0
 # What the first step and evaluation add whatever the graph's size (MKL's and OpenMP's buffers, torch's
 # autograd state, scikit-learn imported for the first validation AUC): measured at 200,000 nodes.
 STEP_BASE = 280 * 2**20
+# METIS (pymetis.part_graph) on the whole graph's CSR, before Cluster-GCN trains: 76 bytes per CSR entry over what
+# the process held (1,000,000 nodes, 17.8M entries: 1.35 GB; its coarsened copies and the int64 copy pymetis makes).
+METIS_PER_ENTRY = 76.0
 
 
 def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
@@ -86,13 +92,18 @@ def _graph(n: float, e: float) -> float:
 
 
 def _layerwise(n: float, widths: list[int], in_width: float) -> float:
-    """Peak bytes of layer-wise inference (:meth:`gaescale.encoders.GCN.layerwise`): a layer's input
-    (the features for the first, already resident), its output, and ``lin(h)`` for all nodes when the
-    layer narrows; the row blocks are small next to them."""
+    """Peak anonymous bytes of layer-wise inference over a prepared graph (:meth:`gaescale.encoders.GCN.layerwise`):
+    a layer's input (the features for the first, already resident), its output, and ``lin(h)`` for all nodes when the
+    layer narrows; the row blocks are small next to them. An array of ``MAPPED_MIN_BYTES`` or more is a file's pages
+    (:class:`gaescale.outputs.MappedBuffers`), not the process's."""
+    def anonymous(width: float) -> float:
+        size = 4 * n * width
+        return size if size < MAPPED_MIN_BYTES else 0.0
+
     peak, prev = 0.0, 0.0
     for w_in, w_out in zip([in_width or widths[0]] + widths[:-1], widths):
-        peak = max(peak, prev + 4 * n * w_out * (2 if w_in > w_out else 1))
-        prev = 4 * n * w_out
+        peak = max(peak, prev + anonymous(w_out) * (2 if w_in > w_out else 1))
+        prev = anonymous(w_out)
     return peak
 
 
@@ -134,7 +145,8 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     minibatch_first, minibatch_kept, minibatch_eval = first, kept, evaluation
     if prepared:
         minibatch_first, minibatch_kept = 0.0, 0.0
-        minibatch_eval = _layerwise(n, widths, f) * (1.5 if sage else 1.0) + STEP_BASE
+        # the embeddings then (with a bias column and one for the metric's sign) and their contiguous copy
+        minibatch_eval = _layerwise(n, widths, f) * (1.5 if sage else 1.0) + 4 * n * (2 * widths[-1] + 2) + STEP_BASE
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
@@ -159,7 +171,8 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     plans.append(StrategyPlan("cluster", int(resident + 8 * n),
                               int(max(minibatch_first, minibatch_kept + max(batch_step, minibatch_eval))),
                               steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
-                              steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step"))
+                              steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step; "
+                              f"METIS first: {METIS_PER_ENTRY * 2 * e / 2**30:.2f} GiB", int(METIS_PER_ENTRY * 2 * e)))
     batch, fanouts = opts["batch_size"], opts["fanouts"]
     nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch, fanouts)
     steps = -(-int(et) // batch)
