@@ -1,6 +1,7 @@
 """gaescale prepare (chunked conversion to a memory-mapped CSR), the hashed split, and training from it."""
 import gzip
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -221,3 +222,30 @@ def test_train_from_a_prepared_directory_end_to_end(tmp_path, capsys):
     assert "is a directory but not a prepared graph (no graph.json)" in capsys.readouterr().err
     with pytest.raises(ParameterError, match="'gaescale prepare --features'"):
         gaescale.train(edges=str(tmp_path / "g"), features=str(f), quiet=True)
+
+
+def test_a_prepared_graph_embeds_into_mapped_buffers_with_the_same_numbers(tmp_path, monkeypatch):
+    """The layer-wise inference of a run from a prepared directory maps its (N, width) arrays from files (here
+    from any size on) in the run's staging directory: the same embeddings as ordinary tensors, nothing left."""
+    import gaescale.run.pipeline as pipeline
+    from gaescale.outputs import MappedBuffers
+    data = community_graph(2000, 9000, seed=3)
+    np.save(tmp_path / "e.npy", data.edge_index.T)
+    assert main(["prepare", str(tmp_path / "e.npy"), "--out", str(tmp_path / "g")]) == 0
+    flags = ["--strategy", "neighbor", "--hidden", "16", "--dim", "8", "--epochs", "2", "--batch-size", "4096",
+             "--fanouts", "5,5", "--quiet", "--no-report", "--checkpoint-every", "0"]
+    assert main(["train", str(tmp_path / "g"), "--out", str(tmp_path / "plain"), *flags]) == 0
+    made = []
+
+    def mapped(directory):
+        made.append(Path(directory))
+        return MappedBuffers(directory, min_bytes=0)
+
+    monkeypatch.setattr(pipeline, "MappedBuffers", mapped)
+    assert main(["train", str(tmp_path / "g"), "--out", str(tmp_path / "mapped"), *flags]) == 0
+    assert made and made[0] == tmp_path / "mapped" / ".staging"
+    plain, got = Run.open(tmp_path / "plain"), Run.open(tmp_path / "mapped")
+    assert np.array_equal(plain.embeddings, got.embeddings)
+    assert plain.metrics()["test_auc"] == got.metrics()["test_auc"]
+    names = [sorted(p.name for p in (tmp_path / run).iterdir()) for run in ("plain", "mapped")]
+    assert names[0] == names[1]

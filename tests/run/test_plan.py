@@ -174,3 +174,22 @@ def test_auto_does_not_choose_cluster_without_pymetis(monkeypatch):
                                                       r"'gaescale\[cluster\]'\)"):
         choose(plans, budget)
     assert choose(plans, 10**12).strategy == "full"  # the others as before
+
+
+def test_a_featureless_table_larger_than_memory_is_refused_saying_what_is_missing():
+    config = gaescale.TrainConfig(hidden="16,16", dim=8, strategy="auto", batch_size=4096, fanouts="5,5,5")
+    plans = plan(config, 100_000_000, 1_000_000_000, None, prepared=True)
+    by = {p.strategy: p for p in plans}
+    table = 16 * 100_000_000 * 16  # weight, gradient and Adam's two moments, float32, N x 16
+    assert all(p.table_bytes == table for p in plans)
+    budget = by["neighbor"].peak_bytes - table + 1  # the rest fits; the table does not
+    with pytest.raises(gaescale.ParameterError, match=r"for a graph without features: its learnt input table .* "
+                                                      r"23\.84 GiB\) is held in memory, and gaescale cannot yet "
+                                                      r"keep it on disk"):
+        choose(plans, budget, config)
+    with_features = plan(config, 100_000_000, 1_000_000_000, 8, prepared=True)
+    assert all(p.table_bytes == 0 for p in with_features)
+    fits = {p.strategy: p for p in with_features}["neighbor"].peak_bytes
+    assert choose(with_features, fits, config).strategy == "neighbor"
+    with pytest.raises(gaescale.ParameterError, match="the smallest predicted peak"):  # not the table's message
+        choose(with_features, fits - 1, config)

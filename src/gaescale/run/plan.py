@@ -12,7 +12,7 @@ against measured peaks.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -47,6 +47,7 @@ class StrategyPlan:
     steps: int
     note: str = ""
     setup_bytes: int = 0
+    table_bytes: int = 0  # of resident_bytes: a featureless first layer's learnt table, its gradient and Adam's state
 
     @property
     def peak_bytes(self) -> int:
@@ -185,7 +186,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               steps * batch * (1 + config.neg_ratio), steps,
                               f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
                               f"computation graph ~{int(nc):,} nodes"))
-    return plans
+    return [replace(p, table_bytes=int(table)) for p in plans]
 
 
 def _neighbour_reach(n: float, e: float, et: float, batch: int, fanouts) -> tuple[float, float, float]:
@@ -230,6 +231,13 @@ def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = 
         if name in by_name and by_name[name].peak_bytes <= budget:
             return by_name[name]
     smallest = min(plans, key=lambda p: p.peak_bytes)
+    if smallest.table_bytes and smallest.peak_bytes - smallest.table_bytes <= budget:
+        raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB for a graph "
+                             f"without features: its learnt input table (N x the first width, with its gradient and "
+                             f"Adam's two moments: {smallest.table_bytes / 2**30:.2f} GiB) is held in memory, and "
+                             "gaescale cannot yet keep it on disk and train it in partitions (PyTorch-BigGraph's way); "
+                             "give the nodes features (--features), or a narrower first layer (--hidden)",
+                             f"{budget / 2**30:.2f} GiB")
     would = [f"; '{p.strategy}' would fit but needs {NEEDS[p.strategy]} ({install_hint(NEEDS[p.strategy])})"
              for p in missing if p.peak_bytes <= budget]
     raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB, the smallest "
