@@ -63,8 +63,9 @@ def _sample(pid: int, graph_dirs: list[str]) -> dict[str, int]:
 
 
 def monitored(cmd: list[str], graph_dirs: list[str], marker: str | None = None,
-              stamps: list | None = None) -> tuple[float, dict[str, int], str]:
-    """Run ``cmd``; returns its wall time and peaks, every 0.1 s, of: resident memory (``rss``), of its
+              stamps: list | None = None, every: float = 0.1) -> tuple[float, dict[str, int], str]:
+    """Run ``cmd``; returns its wall time and peaks, read ``every`` seconds (reading smaps walks the page tables
+    of every mapping: at tens of GiB mapped, every 0.1 s takes a whole core), of: resident memory (``rss``), of its
     anonymous part, of resident memory less the graph's mapped files (``own``), and of that during
     training only (``train_own``: from the log line ``marker`` that precedes training, after METIS), and
     its stderr; ``stamps`` gets ``(seconds since the start, line)`` of each line of it."""
@@ -81,7 +82,7 @@ def monitored(cmd: list[str], graph_dirs: list[str], marker: str | None = None,
                 peaks[k] = max(peaks[k], v)
             if training.is_set():
                 peaks["train_own"] = max(peaks["train_own"], own)
-            time.sleep(0.1)
+            time.sleep(every)
 
     th = threading.Thread(target=poll, daemon=True)
     th.start()

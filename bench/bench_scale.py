@@ -6,8 +6,9 @@ heuristics, outputs), then ``gaescale topk`` for a sample of nodes.
     .venv/bin/python bench/bench_scale.py --nodes 100000000 --rows 1120000000 --work /work/big100m --time-limit 2700
 
 Each phase is its own process (``gaescale train``'s phases are told apart by the time its log lines arrive); a
-thread reads its /proc/PID/smaps every 0.1 s (bench_prepare.monitored): peak resident memory, its anonymous part,
-and the pages of files under the prepared directory and the run (memory-mapped: page cache the kernel may drop).
+thread reads its /proc/PID/smaps every 2 s (bench_prepare.monitored; every 0.1 s took a whole core at 100M nodes):
+peak resident memory, its anonymous part, and the pages of files under the prepared directory and the run
+(memory-mapped: page cache the kernel may drop).
 Files already in WORK are reused (the graph, the prepared directory); the run and the top-k table are redone.
 Needs about 45 bytes of disk per edge row (edges.npy, prepare's temporary buckets, the run's training graph).
 """
@@ -43,7 +44,7 @@ def stage_times(lines: list[tuple[float, str]]) -> dict[str, float | None]:
 def run_phase(rows: list, name: str, cmd: list[str], mapped: list[str], stamps: list | None = None):
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd[:12])}{' ...' if len(cmd) > 12 else ''}",
           file=sys.stderr, flush=True)
-    wall, peaks, err = monitored(cmd, mapped, None, stamps)
+    wall, peaks, err = monitored(cmd, mapped, None, stamps, every=2.0)
     rows.append((name, wall, peaks))
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {wall:.0f} s, peak RSS {gib(peaks['rss'])} GiB, anonymous "
           f"{gib(peaks['anon'])} GiB", file=sys.stderr, flush=True)
