@@ -249,3 +249,35 @@ def test_a_prepared_graph_embeds_into_mapped_buffers_with_the_same_numbers(tmp_p
     assert plain.metrics()["test_auc"] == got.metrics()["test_auc"]
     names = [sorted(p.name for p in (tmp_path / run).iterdir()) for run in ("plain", "mapped")]
     assert names[0] == names[1]
+
+
+@pytest.mark.parametrize("order", ["community", "bfs", "rcm", "degree", "metis"])
+def test_a_locality_order_renumbers_the_same_graph(tmp_path, order):
+    """``prepare --order``: the same edges and features by id, rows sorted, and the GCN product the same numbers,
+    rows permuted (the "same numbers as before" of a new node order); renumbered in several blocks."""
+    if order == "metis" and not gaescale.optional.available("pymetis"):
+        pytest.skip("pymetis is not installed")
+    data = community_graph(3000, 15000, seed=4)
+    np.save(tmp_path / "e.npy", data.edge_index.T)
+    np.save(tmp_path / "x.npy", data.x)
+    plain = prepare(tmp_path / "e.npy", tmp_path / "plain", features=tmp_path / "x.npy", chunk=4000)
+    got = prepare(tmp_path / "e.npy", tmp_path / "ordered", features=tmp_path / "x.npy", chunk=4000, order=order)
+    assert got.manifest["order"] == order and plain.manifest["order"] is None
+    perm = np.loadtxt(tmp_path / "ordered" / "nodes.tsv", dtype=np.int64)  # the ids (= old indices) in new order
+    assert sorted(perm.tolist()) == list(range(3000)) and not np.array_equal(perm, np.arange(3000))
+    indptr, indices = np.asarray(got.graph.indptr), np.asarray(got.graph.indices)
+    rows = np.repeat(np.arange(3000), np.diff(indptr))
+    assert all(np.all(np.diff(indices[indptr[i]:indptr[i + 1]]) > 0) for i in range(3000))  # sorted, no repeats
+    by_id = {(int(a), int(b)) for a, b in zip(perm[rows], perm[indices])}
+    p_indptr, p_indices = np.asarray(plain.graph.indptr), np.asarray(plain.graph.indices)
+    assert by_id == {(int(a), int(b)) for a, b in zip(np.repeat(np.arange(3000), np.diff(p_indptr)), p_indices)}
+    np.testing.assert_array_equal(np.asarray(got.x), np.asarray(plain.x)[perm])
+    x = torch.randn(3000, 5, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(got.graph.gcn_operator @ x[perm], (plain.graph.gcn_operator @ x)[perm])
+
+
+def test_an_unknown_order_is_refused_before_any_work(tmp_path):
+    np.save(tmp_path / "e.npy", random_edges(50, 100, seed=1).T)
+    with pytest.raises(ParameterError, match="The 'order' parameter of prepare must be None or one of 'degree'"):
+        prepare(tmp_path / "e.npy", tmp_path / "g", order="random")
+    assert not (tmp_path / "g").exists()
