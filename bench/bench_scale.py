@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--time-limit", type=float, default=2700.0, help="seconds of training")
     ap.add_argument("--topk-nodes", type=int, default=1000)
+    ap.add_argument("--resume", action="store_true", help="continue the run in WORK/run from its last checkpoint "
+                                                          "(train --resume) instead of starting it again")
     args = ap.parse_args()
     py, work = sys.executable, args.work
     graph, prepared, run = work / "graph", work / "prepared", work / "run"
@@ -75,11 +77,12 @@ def main() -> None:
                           capture_output=True, text=True).stdout
     (work / "plan.txt").write_text(plan)
     print(plan, file=sys.stderr, flush=True)
-    for p in (run, work / "topk.tsv"):
+    for p in ([] if args.resume else [run]) + [work / "topk.tsv"]:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
     stamps: list = []
     run_phase(rows, "train", [py, "-m", "gaescale", "train", str(prepared), "--out", str(run), *FLAGS, *TRAIN,
-                              "--time-limit", str(args.time_limit)], [str(prepared), str(run)], stamps)
+                              "--time-limit", str(args.time_limit), *(["--resume"] if args.resume else [])],
+              [str(prepared), str(run)], stamps)
     (work / "train.log").write_text("".join(f"{t:9.1f} {line}" for t, line in stamps))
     metrics = json.loads((run / "metrics.json").read_text())
     ids = (prepared / "nodes.tsv").read_text().split("\n", args.topk_nodes * 1000)[:-1][::1000][:args.topk_nodes]

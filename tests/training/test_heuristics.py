@@ -75,3 +75,20 @@ def test_heuristic_ranking_samples_the_same_positives_as_the_embeddings():
     few = heuristic_ranking(g, pos, g, max_positives=10, seed=8)
     assert few["degree_product"]["filtered_positives"] == 10
     assert heuristic_ranking(g, pos[:, :0], g) == {}
+
+
+def test_heuristics_read_only_the_rows_they_need(monkeypatch):
+    """A memory-mapped graph of a billion edges cannot be one SciPy matrix: the scores and the ranking read rows of
+    the CSR, never the whole adjacency, and still equal the dense references."""
+    g, a = _graph(60, 300, seed=8)
+    monkeypatch.setattr(Graph, "adjacency", lambda self, *args, **kw: pytest.fail("built the whole adjacency"))
+    pairs = np.array([[0, 1, 5, 7, 9], [3, 2, 11, 40, 59]])
+    got = heuristic_scores(g, pairs)
+    for name, dense in _dense_scores(a).items():
+        np.testing.assert_allclose(got[name], dense[pairs[0], pairs[1]], rtol=1e-12, err_msg=name)
+    held = np.array([[0, 4, 6], [1, 30, 50]])
+    ranked = heuristic_ranking(g, held, [g, held], batch=2, ks=(1, 10))
+    known = a.copy()
+    known[held[0], held[1]] = known[held[1], held[0]] = 1
+    for name, dense in _dense_scores(a).items():
+        assert ranked[name]["filtered_mrr"] == pytest.approx(np.mean(1 / brute_force_ranks(dense, held, known)))

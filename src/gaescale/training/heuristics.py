@@ -14,33 +14,37 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import Graph
-from ..structure import batches_by_paths, inv_log_degree, two_hop_paths
+from ..graph import Graph, neighbour_pairs, sorted_unique
+from ..structure import batches_by_paths, inv_log_degree
 from .evaluate import filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
 
 HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
 
 
-def _adjacencies(graph: Graph) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """The 0/1 adjacency ``A`` and ``A diag(1/log k)``, both ``(N, N)`` CSR."""
-    inv_log = inv_log_degree(graph.degree)
-    adj = graph.adjacency()
-    return adj, sp.csr_matrix((inv_log[adj.indices], adj.indices, adj.indptr), shape=adj.shape)
+def adjacency_rows(graph: Graph, nodes: np.ndarray, weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency (``weights[w]`` at the entry of a
+    neighbour ``w`` when given), read from the graph's CSR where they lie: never a matrix over the whole graph, so
+    a memory-mapped graph of a billion edges costs only the rows asked for."""
+    nodes = np.asarray(nodes, np.int64)
+    _, cols = neighbour_pairs(graph, nodes)
+    indptr = np.concatenate([[0], np.cumsum(graph.degree[nodes])]).astype(np.int64)
+    data = np.ones(cols.size) if weights is None else np.asarray(weights, np.float64)[cols]
+    return sp.csr_matrix((data, cols, indptr), shape=(nodes.size, graph.num_nodes))
 
 
 def heuristic_scores(graph: Graph, pairs: np.ndarray, *, chunk: int = 1 << 16) -> dict[str, np.ndarray]:
     """``{name: (P,) float64}`` the three heuristics of ``pairs: (2, P)`` on ``graph`` (the training graph:
-    held-out edges must not be in it)."""
+    held-out edges must not be in it); each chunk reads its endpoints' rows only (:func:`adjacency_rows`)."""
     pairs = np.asarray(pairs, np.int64)
     degree = graph.degree.astype(np.float64)
-    adj, weighted = _adjacencies(graph)
+    inv_log = inv_log_degree(degree)
     cn = np.empty(pairs.shape[1], np.float64)
     aa = np.empty(pairs.shape[1], np.float64)
     for s in range(0, pairs.shape[1], chunk):
         u, v = pairs[0, s:s + chunk], pairs[1, s:s + chunk]
-        rows_v = adj[v]
-        cn[s:s + chunk] = np.asarray(adj[u].multiply(rows_v).sum(1)).ravel()
-        aa[s:s + chunk] = np.asarray(weighted[u].multiply(rows_v).sum(1)).ravel()
+        rows_v = adjacency_rows(graph, v)
+        cn[s:s + chunk] = np.asarray(adjacency_rows(graph, u).multiply(rows_v).sum(1)).ravel()
+        aa[s:s + chunk] = np.asarray(adjacency_rows(graph, u, inv_log).multiply(rows_v).sum(1)).ravel()
     return {"adamic_adar": aa, "common_neighbours": cn, "degree_product": degree[pairs[0]] * degree[pairs[1]]}
 
 
@@ -73,19 +77,25 @@ def heuristic_ranking(graph: Graph, pos: np.ndarray, known, *, max_positives: in
         return {}
     n = graph.num_nodes
     lookup = known_lookup(known, n)
-    adj, weighted = _adjacencies(graph)
     degree = graph.degree.astype(np.float64)
+    inv_log = inv_log_degree(degree)
     sorted_degree = np.sort(degree)
     ranks = {name: np.empty(pos.shape[1], np.float64) for name in HEURISTICS}
     eps = np.finfo(np.float64).eps
-    paths = two_hop_paths(adj, degree)  # a batch's products store at most its queries' two-hop paths
-    for part in batches_by_paths(paths, pos[0], batch=batch):
+    queries = adjacency_rows(graph, pos[0])  # the queries' rows; below, their neighbours' (never all of A)
+    paths = np.asarray(queries @ degree).ravel()  # a batch's products store at most its queries' two-hop paths
+    for part in batches_by_paths(paths, np.arange(pos.shape[1]), batch=batch):
         u, v = pos[0, part], pos[1, part]
         rows, nodes = filtered_pairs(lookup, u, v, n)
         first = np.arange(u.size)
-        for name, left, rtol in (("adamic_adar", weighted, 4 * eps * (degree[u] + 2)),
-                                 ("common_neighbours", adj, 0.0)):
-            m = (left[u] @ adj).tocsr()
+        mine = queries[part]
+        mids = sorted_unique(mine.indices.astype(np.int64))  # A[u] @ A needs the rows of u's neighbours only
+        cols = np.searchsorted(mids, mine.indices)
+        adj = adjacency_rows(graph, mids)
+        for name, weights, rtol in (("adamic_adar", inv_log[mids], 4 * eps * (degree[u] + 2)),
+                                    ("common_neighbours", np.ones(mids.size), 0.0)):
+            left = sp.csr_matrix((weights[cols], cols, mine.indptr), shape=(u.size, mids.size))
+            m = (left @ adj).tocsr()
             m.sort_indices()
             thr = _entries(m, first, v)
             hi, lo = thr * (1 + rtol), thr * (1 - rtol)
