@@ -30,14 +30,28 @@ def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, met
 def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: torch.Tensor | None = None,
                 decoder=None, structure=None) -> tuple[float, float]:
     """ROC AUC and average precision of held-out ``pos: (2, P)`` edges vs ``neg: (2, Q)`` non-edges."""
-    # imported here, not at the top: scikit-learn (scipy.stats, pandas) takes ~3 s to import, which every
-    # process of every command paid, though only the one that evaluates needs it
-    from sklearn.metrics import average_precision_score, roc_auc_score
-
     how = dict(metric=metric, decoder=decoder, structure=structure)
-    s = np.concatenate([pair_scores(z, pos, **how), pair_scores(z, neg, **how)])
-    y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
-    return float(roc_auc_score(y, s)), float(average_precision_score(y, s))
+    return auc_ap(pair_scores(z, pos, **how), pair_scores(z, neg, **how))
+
+
+def auc_ap(pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:
+    """ROC AUC and average precision of scores ``pos: (P,)`` (positives) against ``neg: (Q,)``, ties as
+    scikit-learn counts them (the same numbers as ``roc_auc_score`` and ``average_precision_score``) in about
+    40 bytes per score: scikit-learn's curves held 440 (8.8 GB for the 20M held-out pairs of a 100M-node graph)."""
+    s = np.concatenate([np.asarray(pos, np.float64), np.asarray(neg, np.float64)])
+    order = np.argsort(-s, kind="stable")
+    s = s[order]
+    tps = np.cumsum(order < len(pos), dtype=np.int64)  # the positives are the first len(pos) scores
+    del order
+    last = np.r_[np.flatnonzero(np.diff(s)), s.size - 1]  # the last index of each distinct score
+    del s
+    tps = tps[last]
+    fps = last + 1 - tps
+    if not tps.size or tps[-1] == 0 or fps[-1] == 0:
+        raise ValueError("AUC and AP need positive and negative scores")
+    auc = np.trapezoid(np.r_[0.0, tps / tps[-1]], np.r_[0.0, fps / fps[-1]])
+    ap = float(np.sum(np.diff(np.r_[0, tps]) / tps[-1] * (tps / (tps + fps))))
+    return float(auc), ap
 
 
 def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, ks=(20, 50, 100)) -> dict[str, float]:

@@ -16,19 +16,19 @@ import scipy.sparse as sp
 
 from ..graph import Graph, neighbour_pairs, sorted_unique
 from ..structure import batches_by_paths, inv_log_degree
-from .evaluate import filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
+from .evaluate import auc_ap, filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
 
 HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
 
 
-def adjacency_rows(graph: Graph, nodes: np.ndarray, weights: np.ndarray | None = None) -> sp.csr_matrix:
-    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency (``weights[w]`` at the entry of a
-    neighbour ``w`` when given), read from the graph's CSR where they lie: never a matrix over the whole graph, so
-    a memory-mapped graph of a billion edges costs only the rows asked for."""
+def adjacency_rows(graph: Graph, nodes: np.ndarray, *, adamic_adar: bool = False) -> sp.csr_matrix:
+    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency (with ``adamic_adar``, ``1 / log k(w)`` at
+    the entry of a neighbour ``w``), read from the graph's CSR where they lie: never a matrix or an array of
+    weights over the whole graph, so a memory-mapped graph of a billion edges costs only the rows asked for."""
     nodes = np.asarray(nodes, np.int64)
     _, cols = neighbour_pairs(graph, nodes)
     indptr = np.concatenate([[0], np.cumsum(graph.degree[nodes])]).astype(np.int64)
-    data = np.ones(cols.size) if weights is None else np.asarray(weights, np.float64)[cols]
+    data = inv_log_degree(graph.degree[cols]) if adamic_adar else np.ones(cols.size)
     return sp.csr_matrix((data, cols, indptr), shape=(nodes.size, graph.num_nodes))
 
 
@@ -36,27 +36,27 @@ def heuristic_scores(graph: Graph, pairs: np.ndarray, *, chunk: int = 1 << 16) -
     """``{name: (P,) float64}`` the three heuristics of ``pairs: (2, P)`` on ``graph`` (the training graph:
     held-out edges must not be in it); each chunk reads its endpoints' rows only (:func:`adjacency_rows`)."""
     pairs = np.asarray(pairs, np.int64)
-    degree = graph.degree.astype(np.float64)
-    inv_log = inv_log_degree(degree)
+    degree = graph.degree
     cn = np.empty(pairs.shape[1], np.float64)
     aa = np.empty(pairs.shape[1], np.float64)
     for s in range(0, pairs.shape[1], chunk):
         u, v = pairs[0, s:s + chunk], pairs[1, s:s + chunk]
         rows_v = adjacency_rows(graph, v)
         cn[s:s + chunk] = np.asarray(adjacency_rows(graph, u).multiply(rows_v).sum(1)).ravel()
-        aa[s:s + chunk] = np.asarray(adjacency_rows(graph, u, inv_log).multiply(rows_v).sum(1)).ravel()
-    return {"adamic_adar": aa, "common_neighbours": cn, "degree_product": degree[pairs[0]] * degree[pairs[1]]}
+        aa[s:s + chunk] = np.asarray(adjacency_rows(graph, u, adamic_adar=True).multiply(rows_v).sum(1)).ravel()
+    product = degree[pairs[0]].astype(np.float64) * degree[pairs[1]]
+    return {"adamic_adar": aa, "common_neighbours": cn, "degree_product": product}
 
 
 def heuristic_metrics(graph: Graph, pos: np.ndarray, neg: np.ndarray) -> dict[str, dict[str, float]]:
     """``{name: {"auc", "ap"}}`` of each heuristic on held-out ``pos: (2, P)`` edges against ``neg: (2, Q)``
     non-edges, scored on the training ``graph``."""
-    from sklearn.metrics import average_precision_score, roc_auc_score
-
-    both = np.concatenate([pos, neg], axis=1)
-    y = np.concatenate([np.ones(pos.shape[1]), np.zeros(neg.shape[1])])
-    return {name: {"auc": float(roc_auc_score(y, s)), "ap": float(average_precision_score(y, s))}
-            for name, s in heuristic_scores(graph, both).items()}
+    p = pos.shape[1]
+    out = {}
+    for name, s in heuristic_scores(graph, np.concatenate([pos, neg], axis=1)).items():
+        auc, ap = auc_ap(s[:p], s[p:])
+        out[name] = {"auc": auc, "ap": ap}
+    return out
 
 
 def heuristic_ranking(graph: Graph, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
@@ -77,8 +77,7 @@ def heuristic_ranking(graph: Graph, pos: np.ndarray, known, *, max_positives: in
         return {}
     n = graph.num_nodes
     lookup = known_lookup(known, n)
-    degree = graph.degree.astype(np.float64)
-    inv_log = inv_log_degree(degree)
+    degree = graph.degree  # int64; float64 where a product needs it (no second (N,) array)
     sorted_degree = np.sort(degree)
     ranks = {name: np.empty(pos.shape[1], np.float64) for name in HEURISTICS}
     eps = np.finfo(np.float64).eps
@@ -92,7 +91,7 @@ def heuristic_ranking(graph: Graph, pos: np.ndarray, known, *, max_positives: in
         mids = sorted_unique(mine.indices.astype(np.int64))  # A[u] @ A needs the rows of u's neighbours only
         cols = np.searchsorted(mids, mine.indices)
         adj = adjacency_rows(graph, mids)
-        for name, weights, rtol in (("adamic_adar", inv_log[mids], 4 * eps * (degree[u] + 2)),
+        for name, weights, rtol in (("adamic_adar", inv_log_degree(degree[mids]), 4 * eps * (degree[u] + 2)),
                                     ("common_neighbours", np.ones(mids.size), 0.0)):
             left = sp.csr_matrix((weights[cols], cols, mine.indptr), shape=(u.size, mids.size))
             m = (left @ adj).tocsr()
@@ -101,7 +100,7 @@ def heuristic_ranking(graph: Graph, pos: np.ndarray, known, *, max_positives: in
             hi, lo = thr * (1 + rtol), thr * (1 - rtol)
             above, tied = _sparse_counts(m, hi, lo, n)
             ranks[name][part] = filtered_ranks(above, tied, rows, _entries(m, rows, nodes), hi, lo)
-        ku, kv = degree[u], degree[v]
+        ku, kv = degree[u].astype(np.float64), degree[v].astype(np.float64)
         left_of, right_of = np.searchsorted(sorted_degree, kv), np.searchsorted(sorted_degree, kv, side="right")
         # k(u) k(w) > k(u) k(v) iff k(w) > k(v) when k(u) > 0; all N scores are 0 and tie when k(u) = 0
         above = np.where(ku > 0, n - right_of, 0)
