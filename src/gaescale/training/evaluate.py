@@ -78,10 +78,9 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     pos = sample_positives(pos, max_positives, rng)
     n = z.shape[0]
     ranks = np.empty(pos.shape[1], np.float64)
-    zq = query_side(z, metric)
     with torch.no_grad():
         for s in range(0, pos.shape[1], chunk):
-            zu = zq[index_on(pos[0, s:s + chunk], z)]
+            zu = query_side(z[index_on(pos[0, s:s + chunk], z)], metric)  # the chunk's rows: no copy of z
             score = (lambda zv, zu=zu: (zu * zv).sum(1)) if decoder is None else (lambda zv, zu=zu: decoder(zu, zv))  # noqa: E731
             u = pos[0, s:s + chunk]
             p = _plus(score(z[index_on(pos[1, s:s + chunk], z)]), structure, u, pos[1, s:s + chunk])
@@ -173,8 +172,8 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     and the known neighbours of ``u`` (``known``, see :func:`known_lookup`), ``s_uw = z_u . z_w`` in float64.
     Scores within float64 rounding of ``s_uv`` (``8 d eps |z_u| max|z|``) count as tied, so that ``v`` ties
     itself however the product was summed. Returns ``filtered_mrr``, ``filtered_hits@K`` for ``K`` in ``ks``
-    and ``filtered_positives``; ``{}`` without positives. Never N x N: memory ``O(N d + batch * block)``
-    (2 MiB score tiles by default);
+    and ``filtered_positives``; ``{}`` without positives. Never N x N: memory a copy of ``z`` (sorted by norm, in
+    its dtype), N float64 norms and ``batch * block`` scores (2 MiB score tiles by default);
     nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
     are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed. With a pair
     ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`. ``targets: (N, d)``: the
@@ -192,19 +191,17 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     lookup = known_lookup(known, z.shape[0])
     ranks = np.empty(pos.shape[1], np.float64)
     with torch.no_grad():
-        z = z.detach().double()
-        zq = query_side(z, metric)
-        if targets is not None:
-            z = targets.detach().double()
-        n, d = z.shape
-        norms = z.norm(dim=1)
+        queries = z.detach()
+        z = queries if targets is None else targets.detach()  # the candidates' side, kept in its dtype: rows and
+        n, d = z.shape                                        # tiles become float64 as they are scored
+        norms = torch.cat([z[s:s + (1 << 20)].double().norm(dim=1) for s in range(0, n, 1 << 20)])
         order = torch.argsort(norms, descending=True, stable=True)
         zs, bucket_max = z[order], norms[order][::block]
         slack = 8 * d * np.finfo(np.float64).eps * float(norms.max())
         for part in _query_batches(pos[0], batch, structure):
             u, v = pos[0, part], pos[1, part]
-            zu = zq[index_on(u, z)]
-            thr = _plus((zu * z[index_on(v, z)]).sum(1), structure, u, v)
+            zu = query_side(queries[index_on(u, queries)].double(), metric)
+            thr = _plus((zu * z[index_on(v, z)].double()).sum(1), structure, u, v)
             tol = slack * zu.norm(dim=1) + (0.0 if structure is None else 1e-12 * (1.0 + thr.abs()))
             hi, lo = thr + tol, thr - tol
             above, tied = _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats)
@@ -212,7 +209,7 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
             if structure is not None:
                 above, tied = _two_hop_counts(structure, zu, z, u, above, tied, hi, lo)
             rows, nodes = filtered_pairs(lookup, u, v, n)
-            fs = _plus((zu[index_on(rows, z)] * z[index_on(nodes, z)]).sum(1), structure, u[rows], nodes)
+            fs = _plus((zu[index_on(rows, z)] * z[index_on(nodes, z)].double()).sum(1), structure, u[rows], nodes)
             ranks[part] = filtered_ranks(above, tied, rows, fs.cpu().numpy(), hi, lo)
     return ranking_summary(ranks, ks)
 
@@ -251,7 +248,7 @@ def _entry_products(zu: torch.Tensor, z: torch.Tensor, rows: np.ndarray, nodes: 
     cuts = np.searchsorted(at[order], np.arange(0, distinct.size + width, width))
     for j, start in enumerate(range(0, distinct.size, width)):
         sel = order[cuts[j]:cuts[j + 1]]
-        block = zu @ z[index_on(distinct[start:start + width], z)].T  # (queries, width): one tile
+        block = zu @ z[index_on(distinct[start:start + width], z)].to(zu.dtype).T  # (queries, width): one tile
         out[sel] = block[index_on(rows[sel], block), index_on(at[sel] - start, block)].double().cpu().numpy()
     return out
 
@@ -273,7 +270,7 @@ def _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats=None) -> tuple[np
         active = active[~up & (bound >= lo[active] - tol[active])]  # drop rows whose remaining scores are below lo
         if not active.numel():
             break
-        sc = zu[active] @ zs[start:start + block].T
+        sc = zu[active] @ zs[start:start + block].to(zu.dtype).T
         if stats is not None:
             stats["pairs"] = stats.get("pairs", 0) + sc.numel()
         gt = (sc > hi[active, None]).sum(1)
