@@ -194,12 +194,12 @@ class MappedBuffers:
         self.directory, self.min_bytes = Path(directory), int(min_bytes)
 
     def __call__(self, shape: tuple[int, ...]) -> torch.Tensor:
-        if 4 * int(np.prod(shape)) < self.min_bytes:
+        count = int(np.prod(shape))
+        if 4 * count < self.min_bytes:
             return torch.empty(shape)
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".layer-", suffix=".f32", dir=self.directory)
         try:
-            count = int(np.prod(shape))
             os.ftruncate(fd, max(1, count) * 4)
             array = np.memmap(name, np.float32, "r+", shape=tuple(shape)) if count else np.empty(shape, np.float32)
         except OSError as exc:

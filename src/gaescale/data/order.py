@@ -146,13 +146,14 @@ def _majority(keys: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return new
 
 
-def metis_parts(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, num_parts: int, *,
-                seed: int = 0) -> np.ndarray:
+def metis_parts(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, num_parts: int, *, seed: int = 0,
+                needed_by: str = "the 'metis' node order", instead: str = "or another order") -> np.ndarray:
     """``parts: (N,) int64``, the METIS part (``0..num_parts-1``) of each node of the symmetric CSR, by ``pymetis``
-    (as :func:`gaescale.training.samplers.metis_parts` calls it for a :class:`~gaescale.graph.Graph`)."""
+    (also Cluster-GCN's, :func:`gaescale.training.samplers.metis_parts`); ``needed_by`` and ``instead`` name what
+    needs pymetis and what to use without it, in the error when it is not installed."""
     if num_parts <= 1 or num_nodes <= 1:
         return np.zeros(num_nodes, np.int64)
-    pymetis = require("pymetis", "the 'metis' node order", "or another order")
+    pymetis = require("pymetis", needed_by, instead)
     adjacency = pymetis.CSRAdjacency(np.asarray(indptr, np.int64), np.asarray(indices))
     _, parts = pymetis.part_graph(num_parts, adjacency, options=pymetis.Options(seed=seed))
     return np.asarray(parts, np.int64)

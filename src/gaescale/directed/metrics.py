@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..training.evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
+from ..training.evaluate import auc_ap, filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
 from ..training.heldout import baseline_metrics, verdict
 from .graph import DiGraph, DirectedSplit, reverse_pairs
 from .model import SourceTarget, halves
@@ -19,13 +19,10 @@ def reverse_auc(scores, graph: DiGraph, pos: np.ndarray) -> tuple[float | None, 
     """``(AUC, R)``: the held-out edges ``(u, v)`` of ``pos: (2, P)`` whose reversal is not an edge of ``graph``
     (:func:`gaescale.directed.graph.reverse_pairs`, ``R`` of them), scored by ``scores(pairs: (2, R)) -> (R,)``
     against their reversals ``(v, u)``; ties count half (a symmetric decoder scores 0.5). None when ``R = 0``."""
-    from sklearn.metrics import roc_auc_score
     rev = reverse_pairs(graph, pos)
     if not rev.shape[1]:
         return None, 0
-    s = np.concatenate([scores(rev), scores(np.ascontiguousarray(rev[::-1]))])
-    y = np.concatenate([np.ones(rev.shape[1]), np.zeros(rev.shape[1])])
-    return float(roc_auc_score(y, s)), int(rev.shape[1])
+    return auc_ap(scores(rev), scores(np.ascontiguousarray(rev[::-1])))[0], int(rev.shape[1])
 
 
 def directed_metrics(z: torch.Tensor, graph: DiGraph, split: DirectedSplit, train_graph: DiGraph, has_val: bool,
@@ -63,10 +60,7 @@ def directed_baselines(train_graph: DiGraph, graph: DiGraph, split: DirectedSpli
 
 def _pair_heuristic(score, graph: DiGraph, split: DirectedSplit) -> dict:
     """Test AUC/AP and ``reverse_auc`` of ``score(pairs: (2, P)) -> (P,)`` on the directed split."""
-    from sklearn.metrics import average_precision_score, roc_auc_score
     t = time.perf_counter()
-    s = np.concatenate([score(split.test_pos), score(split.test_neg)])
-    y = np.concatenate([np.ones(split.test_pos.shape[1]), np.zeros(split.test_neg.shape[1])])
+    auc, ap = auc_ap(score(split.test_pos), score(split.test_neg))
     rev, _ = reverse_auc(score, graph, split.test_pos)
-    return {"auc": float(roc_auc_score(y, s)), "ap": float(average_precision_score(y, s)), "reverse_auc": rev,
-            "seconds": time.perf_counter() - t}
+    return {"auc": auc, "ap": ap, "reverse_auc": rev, "seconds": time.perf_counter() - t}

@@ -191,9 +191,9 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
     device = next(model.parameters()).device
     # Over a memory-mapped graph, the (N, width) arrays of layer-wise inference are a file's pages too, on the CPU.
     mapped = layerwise and shards is None and sizes.prepared is not None and device.type == "cpu"
-    mapped = {"buffers": MappedBuffers(scratch or tempfile.gettempdir())} if mapped else {}
+    buffers = {"buffers": MappedBuffers(scratch or tempfile.gettempdir())} if mapped else {}
     if shards is None:
-        embed = lambda: model.embed(x, train_graph, block=block, **mapped)  # noqa: E731
+        embed = lambda: model.embed(x, train_graph, block=block, **buffers)  # noqa: E731
     else:
         embed = lambda: embed_sharded(model, shards, block=block)  # noqa: E731
     has_val = rt.is_main and placed.split.val_pos.shape[1] > 0

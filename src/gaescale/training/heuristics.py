@@ -21,15 +21,13 @@ from .evaluate import auc_ap, filtered_pairs, filtered_ranks, known_lookup, rank
 HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
 
 
-def adjacency_rows(graph: Graph, nodes: np.ndarray, *, adamic_adar: bool = False) -> sp.csr_matrix:
-    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency (with ``adamic_adar``, ``1 / log k(w)`` at
-    the entry of a neighbour ``w``), read from the graph's CSR where they lie: never a matrix or an array of
-    weights over the whole graph, so a memory-mapped graph of a billion edges costs only the rows asked for."""
+def adjacency_rows(graph: Graph, nodes: np.ndarray) -> sp.csr_matrix:
+    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency, read from the graph's CSR where they lie:
+    never a matrix over the whole graph, so a memory-mapped graph of a billion edges costs only the rows asked for."""
     nodes = np.asarray(nodes, np.int64)
     _, cols = neighbour_pairs(graph, nodes)
     indptr = np.concatenate([[0], np.cumsum(graph.degree[nodes])]).astype(np.int64)
-    data = inv_log_degree(graph.degree[cols]) if adamic_adar else np.ones(cols.size)
-    return sp.csr_matrix((data, cols, indptr), shape=(nodes.size, graph.num_nodes))
+    return sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(nodes.size, graph.num_nodes))
 
 
 def heuristic_scores(graph: Graph, pairs: np.ndarray, *, chunk: int = 1 << 16) -> dict[str, np.ndarray]:
@@ -41,9 +39,10 @@ def heuristic_scores(graph: Graph, pairs: np.ndarray, *, chunk: int = 1 << 16) -
     aa = np.empty(pairs.shape[1], np.float64)
     for s in range(0, pairs.shape[1], chunk):
         u, v = pairs[0, s:s + chunk], pairs[1, s:s + chunk]
-        rows_v = adjacency_rows(graph, v)
-        cn[s:s + chunk] = np.asarray(adjacency_rows(graph, u).multiply(rows_v).sum(1)).ravel()
-        aa[s:s + chunk] = np.asarray(adjacency_rows(graph, u, adamic_adar=True).multiply(rows_v).sum(1)).ravel()
+        rows_u, rows_v = adjacency_rows(graph, u), adjacency_rows(graph, v)
+        cn[s:s + chunk] = np.asarray(rows_u.multiply(rows_v).sum(1)).ravel()
+        rows_u.data = inv_log_degree(degree[rows_u.indices])  # the same rows, each neighbour w weighted 1 / log k(w)
+        aa[s:s + chunk] = np.asarray(rows_u.multiply(rows_v).sum(1)).ravel()
     product = degree[pairs[0]].astype(np.float64) * degree[pairs[1]]
     return {"adamic_adar": aa, "common_neighbours": cn, "degree_product": product}
 

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ..data import order
 from ..errors import ParameterError
 from ..graph import Graph, sorted_unique
-from ..optional import require
 
 
 def induced_subgraph(graph: Graph, nodes: np.ndarray, *, edges=None) -> Graph:
@@ -55,12 +55,8 @@ def metis_parts(graph: Graph, num_parts: int, *, seed: int = 0) -> np.ndarray:
     """``(N,)`` int64 part of each node, from METIS (``pymetis``) with ``num_parts`` parts."""
     if not isinstance(num_parts, int) or num_parts < 1:
         raise ParameterError("num_parts", "metis_parts", "an int >= 1", num_parts)
-    if num_parts == 1:
-        return np.zeros(graph.num_nodes, np.int64)
-    pymetis = require("pymetis", "--strategy cluster", "or another --strategy")
-    adjacency = pymetis.CSRAdjacency(graph.indptr, graph.indices)
-    _, parts = pymetis.part_graph(num_parts, adjacency, options=pymetis.Options(seed=seed))
-    return np.asarray(parts, np.int64)
+    return order.metis_parts(graph.indptr, graph.indices, graph.num_nodes, num_parts, seed=seed,
+                             needed_by="--strategy cluster", instead="or another --strategy")
 
 
 def cluster_batches(parts: np.ndarray, clusters_per_batch: int, generator: torch.Generator,
