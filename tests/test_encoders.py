@@ -182,14 +182,18 @@ def test_layerwise_inference_equals_the_full_forward(encoder, featureless, model
 
 @pytest.mark.parametrize("encoder", [GCN, SAGE])
 @pytest.mark.parametrize("featureless", [False, True])
-def test_layerwise_inference_into_mapped_buffers_gives_the_same_numbers(encoder, featureless, tmp_path):
+@pytest.mark.parametrize("bias", [False, True])
+def test_layerwise_inference_into_mapped_buffers_gives_the_same_numbers(encoder, featureless, bias, tmp_path):
     """Every (N, width) array of layer-wise inference a file's pages (a graph larger than memory): the same output,
     bit for bit, as with ordinary tensors, and nothing left in the directory."""
     n = 300
     g = Graph.from_edge_index(random_edges(n, 900, seed=7), n)
     x = None if featureless else torch.randn(n, 6, generator=torch.Generator().manual_seed(0))
     torch.manual_seed(2)
-    model = GAE(encoder(None if featureless else 6, [12, 5, 8], num_nodes=n))  # 12 -> 5 narrows: lin(h) mapped too
+    model = GAE(encoder(None if featureless else 6, [12, 5, 8], num_nodes=n),  # 12 -> 5 narrows: lin(h) mapped too
+                node_bias=n if bias else None)
+    if bias:  # the per-node bias decoder's columns are written into a mapped (N, d + 2) array too
+        model.node_bias.data = torch.randn(n, generator=torch.Generator().manual_seed(3))
     made = []
 
     def buffers(shape):
@@ -200,4 +204,5 @@ def test_layerwise_inference_into_mapped_buffers_gives_the_same_numbers(encoder,
     got = model.embed(x, g, block=41, buffers=buffers)
     assert torch.equal(got, expected)
     assert (n, 12) in made and (n, 5) in made and (n, 8) in made  # each layer's output went there
+    assert ((n, 10) in made) == bias and got.shape == (n, 10 if bias else 8)
     assert list(tmp_path.iterdir()) == []  # unlinked as soon as mapped

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 SCRIPT = textwrap.dedent("""
@@ -63,3 +64,23 @@ def test_mapped_buffers_are_file_pages_that_leave_nothing_behind(tmp_path):
     with open("/proc/self/maps") as fh:  # mapped from a file of the directory, already unlinked
         assert any(str(tmp_path / "scratch") in line and "(deleted)" in line for line in fh)
     assert list((tmp_path / "scratch").iterdir()) == []
+
+
+@pytest.mark.parametrize("ids, integer", [
+    (np.array([5, -3, 0, 2**63 - 1, -2**63, 10, 99, 100], np.int64), True),
+    (np.array(["007", "1", "2"], dtype=object), False),  # a leading zero: text, as written
+    (np.array(["1e3", "2"], dtype=object), False),  # pandas would read 1000
+    (np.array(["+5", "-0", "3"], dtype=object), False),
+    (np.array(["a", "b c"], dtype=object), False),
+])
+def test_read_ids_gives_int64_only_for_canonical_integers(tmp_path, ids, integer):
+    """``read_ids`` of ``write_ids``: the same ids; int64 exactly when every line is ``str(int)`` of its value."""
+    from gaescale.outputs import read_ids, rows_of_ids, write_ids
+    write_ids(tmp_path / "nodes.tsv", ids)
+    got = read_ids(tmp_path / "nodes.tsv")
+    assert (got.dtype == np.int64) == integer
+    assert [str(v) for v in got.tolist()] == [str(v) for v in ids.tolist()]
+    wanted = [ids[-1], "missing", ids[0], "-0" if integer else "7"]
+    assert rows_of_ids(got, wanted) == [len(ids) - 1, None, 0, None]
+    if integer:  # an int given for a text id matches as text too
+        assert rows_of_ids(got, [int(ids[1])]) == [1]

@@ -123,11 +123,21 @@ class GAE(nn.Module):
         try:
             if block is not None and hasattr(self.encoder, "layerwise"):
                 kwargs = {} if buffers is None else {"buffers": buffers}  # a PyG encoder's layerwise takes none
-                z = self.encoder.layerwise(x, graph, block, **kwargs)
-                return self.add_bias(self.eval_output(z), graph.node_ids)
+                z = self.eval_output(self.encoder.layerwise(x, graph, block, **kwargs))
+                if buffers is not None and self.node_bias is not None and graph.node_ids is None:
+                    return self._with_bias_into(z, buffers((z.shape[0], z.shape[1] + 2)), block)
+                return self.add_bias(z, graph.node_ids)
             return self(x, graph)
         finally:
             self.train(was)
+
+    def _with_bias_into(self, z: torch.Tensor, out: torch.Tensor, block: int) -> torch.Tensor:
+        """:meth:`add_bias` of every node's ``z: (N, d)``, written ``block`` rows at a time into ``out: (N, d + 2)``
+        (a mapped buffer: no (N, d + 2) anonymous copy)."""
+        for start in range(0, z.shape[0], block):
+            stop = min(z.shape[0], start + block)
+            out[start:stop] = with_bias(z[start:stop], self.node_bias[start:stop].to(z.device))
+        return out
 
     @staticmethod
     def eval_output(out: torch.Tensor) -> torch.Tensor:

@@ -152,6 +152,74 @@ def write_ids(path, ids: np.ndarray) -> Path:
     return atomic_write(path, write)
 
 
+def read_ids(path) -> np.ndarray:
+    """``(N,)`` the ids of a file of :func:`write_ids`: int64 when every line is an integer written canonically (so
+    ``007`` stays text), else str objects. Integer ids are parsed by pandas' C reader and checked by length (the
+    canonical form of an integer is its shortest text), never held as N Python strings: 8 bytes per node."""
+    ids = _canonical_integers(Path(path))
+    if ids is not None:
+        return ids
+    text = Path(path).read_text()
+    ids = np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
+    try:
+        as_int = ids.astype(np.int64)
+    except (ValueError, OverflowError):
+        return ids
+    return as_int if all(str(i) == s for i, s in zip(as_int.tolist(), ids)) else ids
+
+
+def _canonical_integers(path: Path) -> np.ndarray | None:
+    """The int64 ids of ``path`` when each line is one written as ``str(int)`` does, else None: only digits, minus
+    signs and line breaks (no ``1e3``, ``+5`` or spaces, which pandas would read as integers), and no longer in all
+    than the ids' canonical texts (no ``007``)."""
+    import pandas as pd
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    allowed = np.zeros(256, bool)
+    allowed[list(b"0123456789-\n")] = True
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 24):
+            if not allowed[np.frombuffer(chunk, np.uint8)].all():
+                return None
+    try:
+        frame = pd.read_csv(path, header=None, dtype=np.int64, na_filter=False, skip_blank_lines=False,
+                            quoting=3, sep="\t", engine="c")
+    except (ValueError, OverflowError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return None
+    if frame.shape[1] != 1:
+        return None
+    ids = frame.iloc[:, 0].to_numpy()
+    magnitude = np.abs(ids).view(np.uint64)  # |int64 min| wraps to itself: as uint64, 2**63
+    digits = np.ones(ids.size, np.int8)
+    for power in range(1, 20):
+        digits += magnitude >= np.uint64(10 ** power)
+    chars = int(digits.sum(dtype=np.int64)) + int((ids < 0).sum()) + ids.size  # + one line break each
+    return ids if size in (chars, chars - 1) else None  # the last line break may be missing
+
+
+def rows_of_ids(ids: np.ndarray, wanted) -> list[int | None]:
+    """The row of each of ``wanted`` in ``ids`` (as :func:`read_ids` returns them; compared as text), None where
+    absent. Int64 ids are matched as numbers, without a dictionary of every id."""
+    wanted = [str(v) for v in wanted]
+    if ids.dtype != object:
+        values = {s: int(s) for s in wanted if _is_canonical_int(s)}
+        numbers = np.fromiter(values.values(), np.int64, len(values))
+        hits = np.flatnonzero(np.isin(ids, numbers))
+        row_of = {str(v): int(r) for v, r in zip(ids[hits].tolist(), hits.tolist())}
+    else:
+        wanted_set = set(wanted)
+        row_of = {str(s): r for r, s in enumerate(ids.tolist()) if str(s) in wanted_set}
+    return [row_of.get(s) for s in wanted]
+
+
+def _is_canonical_int(s: str) -> bool:
+    try:
+        return str(int(s)) == s and -2**63 <= int(s) < 2**63
+    except ValueError:
+        return False
+
+
 def write_torch(path, obj: Any) -> str:
     """``torch.save(obj)`` to ``path`` atomically; returns the SHA-256 of the bytes written (hashed as they go)."""
     digest = hashlib.sha256()

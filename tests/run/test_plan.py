@@ -9,7 +9,7 @@ from conftest import random_edges
 from gaescale.cli import main
 from gaescale.data.synthetic import community_graph
 from gaescale.graph import Graph
-from gaescale.run.plan import AUTO_ORDER, METIS_PER_ENTRY, _graph, _operator, choose, plan
+from gaescale.run.plan import AUTO_ORDER, METIS_PER_ENTRY, RANKING_PER_NODE, _graph, _operator, choose, plan
 
 
 def _nbytes(*arrays):
@@ -106,6 +106,19 @@ def test_a_prepared_graph_is_planned_without_its_file_backed_arrays(tmp_path, ca
     capsys.readouterr()
     assert main(["plan", str(tmp_path / "g"), "--hidden", "16,16", "--dim", "8"]) == 0
     assert "3,000 nodes, 15,000 edges, 8 features" in capsys.readouterr().out
+
+
+def test_the_per_node_biases_and_the_filtered_ranking_are_counted():
+    """The bias decoder's (N,) biases, their gradient and Adam's two moments are resident (16 B/node); over a
+    prepared graph, evaluation counts the filtered ranking's order of the nodes (RANKING_PER_NODE) once the
+    (mapped) embeddings are written."""
+    n, e = 100_000_000, 1_000_000_000
+    by = {d: {p.strategy: p for p in plan(gaescale.TrainConfig(hidden="16,16", dim=8, decoder=d), n, e, 8,
+                                          prepared=True)} for d in ("bias", "inner")}
+    for s in AUTO_ORDER:
+        assert by["bias"][s].resident_bytes - by["inner"][s].resident_bytes == pytest.approx(16 * n, rel=1e-9)
+    # at 100M nodes every (N, width) array of layer-wise inference is mapped: evaluation's own peak is the ranking's
+    assert by["inner"]["neighbor"].step_bytes >= RANKING_PER_NODE * n
 
 
 def test_the_budget_is_shared_by_the_processes_of_a_host():

@@ -68,6 +68,10 @@ STEP_BASE = 280 * 2**20
 # METIS (pymetis.part_graph) on the whole graph's CSR, before Cluster-GCN trains: 76 bytes per CSR entry over what
 # the process held (1,000,000 nodes, 17.8M entries: 1.35 GB; its coarsened copies and the int64 copy pymetis makes).
 METIS_PER_ENTRY = 76.0
+# The filtered ranking of the held-out edges against every node (gaescale.norm_order.NormOrder): float64 norms, the
+# int64 order and the stable sort's buffers, 43 bytes per node over what evaluation held (bench/bench_eval_memory.py,
+# 10,000,000 nodes).
+RANKING_PER_NODE = 44.0
 
 
 def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
@@ -127,16 +131,18 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     f = float(num_features or 0)
     widths = config.encoder_dims
     sage = config.encoder == "sage"
-    # The table of a featureless first layer: weight, gradient and Adam's two moments.
+    # The table of a featureless first layer: weight, gradient and Adam's two moments; so the per-node biases.
     table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
+    bias = config.decoder == "bias"
+    table_and_bias = table + (16.0 * n if bias else 0.0)
     if prepared:  # the training graph's indptr and degrees; held-out edges and non-edges; no edge list
-        resident = BASE + 16.0 * n + 32 * (e - et) + 4 * n * f + table
+        resident = BASE + 16.0 * n + 32 * (e - et) + 4 * n * f + table_and_bias
     else:
         resident = (BASE                          # what training starts from
                     + 16 * e                      # the edge list (2, E) int64, kept by the caller
                     + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
                     + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
-                    + _graph(n, et) + 4 * n * f + table)
+                    + _graph(n, et) + 4 * n * f + table_and_bias)
     # The full graph's operator is built on the first full forward (a step, or the first evaluation) and
     # kept with the propagated features; evaluation runs a no-grad forward over all nodes.
     first = _build(n, et, sage) + STEP_BASE
@@ -146,8 +152,11 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     minibatch_first, minibatch_kept, minibatch_eval = first, kept, evaluation
     if prepared:
         minibatch_first, minibatch_kept = 0.0, 0.0
-        # the embeddings then (with a bias column and one for the metric's sign) and their contiguous copy
-        minibatch_eval = _layerwise(n, widths, f) * (1.5 if sage else 1.0) + 4 * n * (2 * widths[-1] + 2) + STEP_BASE
+        # then the embeddings (with the bias decoder's two columns: mapped where large) and the larger of the filtered
+        # ranking's order of the nodes and the outputs' contiguous copy of the embeddings and biases
+        z = 4 * n * (widths[-1] + (2 if bias else 0))
+        after = (z if z < MAPPED_MIN_BYTES else 0.0) + max(RANKING_PER_NODE * n, 4 * n * (widths[-1] + 1))
+        minibatch_eval = max(_layerwise(n, widths, f) * (1.5 if sage else 1.0), after) + STEP_BASE
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))

@@ -37,7 +37,7 @@ from ..directed.graph import DiGraph
 from ..errors import RunDirError
 from ..graph import Graph
 from ..models import split_bias
-from ..outputs import atomic_write, write_ids, write_json, write_npy, write_npz, write_torch
+from ..outputs import atomic_write, read_ids, rows_of_ids, write_ids, write_json, write_npy, write_npz, write_torch
 from .writer import finish_commit, manifest_sizes, unfinished_epoch
 
 
@@ -147,7 +147,8 @@ class RunDir:
     def embeddings(self) -> np.ndarray:
         """``(N, d)`` float32."""
         try:
-            z = np.load(self._file("embeddings.npy"), allow_pickle=False)
+            # mapped copy-on-write: its pages are the file's (a 100M-node run's are 3 GB), writes never reach it
+            z = np.load(self._file("embeddings.npy"), mmap_mode="c", allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise RunDirError(f"{self.path / 'embeddings.npy'}: not a readable .npy array ({exc}).") from None
         if z.ndim != 2 or not np.issubdtype(z.dtype, np.floating):
@@ -157,28 +158,17 @@ class RunDir:
 
     @cached_property
     def node_ids(self) -> np.ndarray:
-        """``(N,)`` the original ids from nodes.tsv: int64 when every line is an integer written canonically
-        (so ``007`` stays text), else str objects."""
-        text = self._file("nodes.tsv").read_text()
-        ids = np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
-        try:
-            as_int = ids.astype(np.int64)
-        except (ValueError, OverflowError):
-            return ids
-        return as_int if all(str(i) == s for i, s in zip(as_int.tolist(), ids)) else ids
-
-    @cached_property
-    def _row_of(self) -> dict[str, int]:
-        return {str(s): i for i, s in enumerate(self.node_ids.tolist())}
+        """``(N,)`` the original ids from nodes.tsv (:func:`gaescale.outputs.read_ids`): int64 when every line is an
+        integer written canonically (so ``007`` stays text), else str objects."""
+        return read_ids(self._file("nodes.tsv"))
 
     def rows(self, ids, source: str, *, line_of=None, field: str | None = None) -> np.ndarray:
         """Rows ``(k,)`` int64 of the given original ids (compared as text); an unknown id is an error that
         names ``source`` (and its line, through ``line_of(i)``)."""
         from ..errors import InputFileError
-        row_of = self._row_of
-        out = np.empty(len(ids), np.int64)
-        for i, v in enumerate(ids):
-            r = row_of.get(str(v))
+        found = rows_of_ids(self.node_ids, ids)
+        out = np.empty(len(found), np.int64)
+        for i, (v, r) in enumerate(zip(ids, found)):
             if r is None:
                 raise InputFileError(source, f"node id {str(v)!r} is not in the run ({self.path / 'nodes.tsv'}).",
                                      line=line_of(i) if line_of else None, field=field)

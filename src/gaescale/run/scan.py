@@ -13,6 +13,7 @@ import torch
 from ..errors import ParameterError
 from ..graph import Graph, neighbour_pairs
 from ..models import query_side
+from ..norm_order import NormOrder
 
 
 def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None = None, block: int = 2048,
@@ -23,24 +24,22 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
 
     ``z: (N, d)``; ``queries: (Q,)`` node indices (default: all). Returns ``scores: (Q, k)`` float32,
     best first, and ``nodes: (Q, k)`` int64; where fewer than ``k`` candidates exist, the row ends in
-    ``-inf`` / ``-1``. Memory: ``O(N d + batch * block)``. ``stats["pairs"]``, if given, counts the
-    inner products evaluated (a brute force evaluates ``Q * N``). ``metric: (d,)`` of signs: the scores are
-    ``z_q^T diag(metric) z_v`` (the per-node bias decoder, :mod:`gaescale.models`). ``targets: (N, d)``: the
+    ``-inf`` / ``-1``. Memory: ``O(N + batch * block)`` beside ``z``, which is never copied (the nodes' order
+    by norm, :class:`gaescale.norm_order.NormOrder`, and its inverse: 16 bytes per node). ``stats["pairs"]``, if
+    given, counts the inner products evaluated (a brute force evaluates ``Q * N``). ``metric: (d,)`` of signs: the
+    scores are ``z_q^T diag(metric) z_v`` (the per-node bias decoder, :mod:`gaescale.models`). ``targets: (N, d)``: the
     candidates' side, scores ``z_q . targets_v`` (a directed run's ``z_s`` against ``z_t``; default ``z``).
     """
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError("k", "top_k", "an int >= 1", k)
     z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
-    zq = query_side(z, metric)
+    queries_z = z  # the query side z M is taken of each batch's rows only
     if targets is not None:
         z = torch.as_tensor(np.ascontiguousarray(targets, dtype=np.float32))
     n = z.shape[0]
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
-    norms = z.norm(dim=1)
-    order = torch.argsort(norms, descending=True, stable=True)
-    zs, bucket_max = z[order], norms[order][::block]
-    pos = torch.empty_like(order)
-    pos[order] = torch.arange(n)
+    by_norm = NormOrder(z, block)
+    pos = by_norm.positions()
     scores = np.full((q_all.size, k), -np.inf, np.float32)
     nodes = np.full((q_all.size, k), -1, np.int64)
     for s in range(0, q_all.size, batch):
@@ -53,9 +52,9 @@ def top_k(z, k: int, *, queries: np.ndarray | None = None, exclude: Graph | None
         srt = torch.argsort(ex_pos)
         ex_pos, ex_row = ex_pos[srt], torch.from_numpy(rows)[srt]
         cuts = torch.searchsorted(ex_pos, torch.arange(0, n + block, block))
-        v, i = _scan(zq[torch.from_numpy(q)], zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats)
+        v, i = _scan(query_side(queries_z[torch.from_numpy(q)], metric), by_norm, k, ex_row, ex_pos, cuts, stats)
         scores[s:s + q.size] = v.numpy()
-        nodes[s:s + q.size] = torch.where(i >= 0, order[i.clamp(min=0)], -1).numpy()
+        nodes[s:s + q.size] = torch.where(i >= 0, by_norm.order[i.clamp(min=0)], -1).numpy()
     return scores, nodes
 
 
@@ -69,7 +68,6 @@ def with_two_hop(scores: np.ndarray, nodes: np.ndarray, z, structure, *, queries
     their embeddings' scores; so the whole top-k lies in the embeddings' top-k and the two-hop candidates, each
     scored whole. Memory: a batch's two-hop candidates (:meth:`gaescale.structure.StructuralScores.batches`)."""
     z = torch.as_tensor(np.ascontiguousarray(z, dtype=np.float32))
-    zq = query_side(z, metric)
     n, k = z.shape[0], scores.shape[1]
     q_all = np.arange(n) if queries is None else np.asarray(queries, np.int64)
     out_s, out_n = scores.copy(), nodes.copy()
@@ -80,7 +78,8 @@ def with_two_hop(scores: np.ndarray, nodes: np.ndarray, z, structure, *, queries
             r2, n2 = neighbour_pairs(exclude, q)
             keep = ~np.isin(rows * n + cand, np.asarray(r2, np.int64) * n + n2)
             rows, cand, extra = rows[keep], cand[keep], extra[keep]
-        whole = (zq[torch.from_numpy(q[rows])].double() * z[torch.from_numpy(cand)].double()).sum(1).numpy() + extra
+        zq = query_side(z[torch.from_numpy(q[rows])].double(), metric)
+        whole = (zq * z[torch.from_numpy(cand)].double()).sum(1).numpy() + extra
         er = np.repeat(np.arange(q.size, dtype=np.int64), k)
         en, es = nodes[part].ravel(), scores[part].ravel().astype(np.float64)
         alone = (en >= 0) & ~np.isin(er * n + en, rows * n + cand)  # a candidate's whole score replaces its own
@@ -96,10 +95,10 @@ def with_two_hop(scores: np.ndarray, nodes: np.ndarray, z, structure, *, queries
     return out_s, out_n
 
 
-def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats=None):
-    """Blocks of ``zs`` (sorted by decreasing norm) against the queries ``qv: (b, d)``, pruned by the
-    length bound; excluded ``(row, position)`` pairs get ``-inf``. Returns ``(b, k)`` values and positions."""
-    b, n = qv.shape[0], zs.shape[0]
+def _scan(qv, by_norm: NormOrder, k, ex_row, ex_pos, cuts, stats=None):
+    """Blocks of the nodes in decreasing order of norm (``by_norm``) against the queries ``qv: (b, d)``, pruned by
+    the length bound; excluded ``(row, position)`` pairs get ``-inf``. Returns ``(b, k)`` values and positions."""
+    b, n, block, bucket_max = qv.shape[0], by_norm.n, by_norm.block, by_norm.bucket_max
     qn = qv.norm(dim=1)
     best_v = torch.full((b, k), -float("inf"))
     best_i = torch.full((b, k), -1, dtype=torch.int64)
@@ -109,7 +108,7 @@ def _scan(qv, zs, bucket_max, block, k, ex_row, ex_pos, cuts, stats=None):
         if active.numel() == 0:
             break  # norms only shrink from here: no later block can enter any top-k
         lo, hi = j * block, min(j * block + block, n)
-        sc = qv[active] @ zs[lo:hi].T
+        sc = qv[active] @ by_norm.rows(j).T
         if stats is not None:
             stats["pairs"] = stats.get("pairs", 0) + sc.numel()
         e0, e1 = int(cuts[j]), int(cuts[j + 1])

@@ -8,6 +8,7 @@ import torch
 from ..devices import index_on
 from ..graph import Graph, neighbour_pairs, sorted_unique
 from ..models import decode, query_side
+from ..norm_order import NormOrder
 
 
 def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, metric: torch.Tensor | None = None,
@@ -172,8 +173,9 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     and the known neighbours of ``u`` (``known``, see :func:`known_lookup`), ``s_uw = z_u . z_w`` in float64.
     Scores within float64 rounding of ``s_uv`` (``8 d eps |z_u| max|z|``) count as tied, so that ``v`` ties
     itself however the product was summed. Returns ``filtered_mrr``, ``filtered_hits@K`` for ``K`` in ``ks``
-    and ``filtered_positives``; ``{}`` without positives. Never N x N: memory a copy of ``z`` (sorted by norm, in
-    its dtype), N float64 norms and ``batch * block`` scores (2 MiB score tiles by default);
+    and ``filtered_positives``; ``{}`` without positives. Never N x N, nor a copy of ``z``: memory the sorted order of
+    the nodes (:class:`gaescale.norm_order.NormOrder`; N float64 norms while it is sorted) and ``batch * block``
+    scores (2 MiB score tiles by default);
     nodes are scanned by decreasing norm and blocks the length bound puts wholly above or below ``s_uv``
     are counted without being scored. ``stats["pairs"]``, if given, counts the scores computed. With a pair
     ``decoder`` every candidate is scored (no bound applies): :func:`decoder_ranking`. ``targets: (N, d)``: the
@@ -194,17 +196,15 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
         queries = z.detach()
         z = queries if targets is None else targets.detach()  # the candidates' side, kept in its dtype: rows and
         n, d = z.shape                                        # tiles become float64 as they are scored
-        norms = torch.cat([z[s:s + (1 << 20)].double().norm(dim=1) for s in range(0, n, 1 << 20)])
-        order = torch.argsort(norms, descending=True, stable=True)
-        zs, bucket_max = z[order], norms[order][::block]
-        slack = 8 * d * np.finfo(np.float64).eps * float(norms.max())
+        by_norm = NormOrder(z, block, dtype=torch.float64)
+        slack = 8 * d * np.finfo(np.float64).eps * by_norm.max_norm
         for part in _query_batches(pos[0], batch, structure):
             u, v = pos[0, part], pos[1, part]
             zu = query_side(queries[index_on(u, queries)].double(), metric)
             thr = _plus((zu * z[index_on(v, z)].double()).sum(1), structure, u, v)
             tol = slack * zu.norm(dim=1) + (0.0 if structure is None else 1e-12 * (1.0 + thr.abs()))
             hi, lo = thr + tol, thr - tol
-            above, tied = _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats)
+            above, tied = _scan_counts(zu, by_norm, hi, lo, tol, stats)
             hi, lo = hi.cpu().numpy(), lo.cpu().numpy()
             if structure is not None:
                 above, tied = _two_hop_counts(structure, zu, z, u, above, tied, hi, lo)
@@ -253,11 +253,12 @@ def _entry_products(zu: torch.Tensor, z: torch.Tensor, rows: np.ndarray, nodes: 
     return out
 
 
-def _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(above, tied)``, ``(b,)`` int64 each: how many of the N scores ``zu @ zs.T`` exceed ``hi`` and lie in
-    ``[lo, hi]``. ``zs`` is sorted by decreasing norm; once ``|z_u| max|z_w|`` of the nodes left is ``tol``
-    (the rounding margin) below ``lo`` none of them counts, once its negative is ``tol`` above ``hi`` all do."""
-    n, b = zs.shape[0], zu.shape[0]
+def _scan_counts(zu, by_norm: NormOrder, hi, lo, tol, stats=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(above, tied)``, ``(b,)`` int64 each: how many of the N scores ``zu @ z.T`` exceed ``hi`` and lie in
+    ``[lo, hi]``. The nodes are scanned by decreasing norm (``by_norm``); once ``|z_u| max|z_w|`` of the nodes left
+    is ``tol`` (the rounding margin) below ``lo`` none of them counts, once its negative is ``tol`` above ``hi`` all
+    do."""
+    n, b, block, bucket_max = by_norm.n, zu.shape[0], by_norm.block, by_norm.bucket_max
     qn = zu.norm(dim=1)
     above = torch.zeros(b, dtype=torch.int64, device=zu.device)
     tied = torch.zeros(b, dtype=torch.int64, device=zu.device)
@@ -270,7 +271,7 @@ def _scan_counts(zu, zs, bucket_max, block, hi, lo, tol, stats=None) -> tuple[np
         active = active[~up & (bound >= lo[active] - tol[active])]  # drop rows whose remaining scores are below lo
         if not active.numel():
             break
-        sc = zu[active] @ zs[start:start + block].to(zu.dtype).T
+        sc = zu[active] @ by_norm.rows(j).to(zu.dtype).T
         if stats is not None:
             stats["pairs"] = stats.get("pairs", 0) + sc.numel()
         gt = (sc > hi[active, None]).sum(1)
