@@ -112,6 +112,15 @@ def _layerwise(n: float, widths: list[int], in_width: float) -> float:
     return peak
 
 
+def _prepared_evaluation(n: float, widths: list[int], in_width: float, sage: bool, bias: bool) -> float:
+    """Peak bytes that embedding and evaluation add over a prepared graph: layer-wise inference, then the embeddings
+    (with the bias decoder's two columns; mapped where large) and the larger of the filtered ranking's order of the
+    nodes and the outputs' contiguous copy of the embeddings and biases."""
+    z = 4 * n * (widths[-1] + (2 if bias else 0))
+    after = (z if z < MAPPED_MIN_BYTES else 0.0) + max(RANKING_PER_NODE * n, 4 * n * (widths[-1] + 1))
+    return max(_layerwise(n, widths, in_width) * (1.5 if sage else 1.0), after) + STEP_BASE
+
+
 def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, *,
          prepared: bool = False) -> list[StrategyPlan]:
     """Predictions for every strategy (in :data:`AUTO_ORDER`) for a graph of ``num_nodes`` nodes,
@@ -152,11 +161,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     minibatch_first, minibatch_kept, minibatch_eval = first, kept, evaluation
     if prepared:
         minibatch_first, minibatch_kept = 0.0, 0.0
-        # then the embeddings (with the bias decoder's two columns: mapped where large) and the larger of the filtered
-        # ranking's order of the nodes and the outputs' contiguous copy of the embeddings and biases
-        z = 4 * n * (widths[-1] + (2 if bias else 0))
-        after = (z if z < MAPPED_MIN_BYTES else 0.0) + max(RANKING_PER_NODE * n, 4 * n * (widths[-1] + 1))
-        minibatch_eval = max(_layerwise(n, widths, f) * (1.5 if sage else 1.0), after) + STEP_BASE
+        minibatch_eval = _prepared_evaluation(n, widths, f, sage, bias)
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
