@@ -160,12 +160,7 @@ def read_ids(path) -> np.ndarray:
     if ids is not None:
         return ids
     text = Path(path).read_text()
-    ids = np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
-    try:
-        as_int = ids.astype(np.int64)
-    except (ValueError, OverflowError):
-        return ids
-    return as_int if all(str(i) == s for i, s in zip(as_int.tolist(), ids)) else ids
+    return np.array(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), dtype=object)
 
 
 def _canonical_integers(path: Path) -> np.ndarray | None:
@@ -203,8 +198,7 @@ def rows_of_ids(ids: np.ndarray, wanted) -> list[int | None]:
     absent. Int64 ids are matched as numbers, without a dictionary of every id."""
     wanted = [str(v) for v in wanted]
     if ids.dtype != object:
-        values = {s: int(s) for s in wanted if _is_canonical_int(s)}
-        numbers = np.fromiter(values.values(), np.int64, len(values))
+        numbers = np.array([int(s) for s in wanted if _is_canonical_int(s)], np.int64)
         hits = np.flatnonzero(np.isin(ids, numbers))
         row_of = {str(v): int(r) for v, r in zip(ids[hits].tolist(), hits.tolist())}
     else:

@@ -254,10 +254,10 @@ def _entry_products(zu: torch.Tensor, z: torch.Tensor, rows: np.ndarray, nodes: 
 
 
 def _scan_counts(zu, by_norm: NormOrder, hi, lo, tol, stats=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(above, tied)``, ``(b,)`` int64 each: how many of the N scores ``zu @ z.T`` exceed ``hi`` and lie in
-    ``[lo, hi]``. The nodes are scanned by decreasing norm (``by_norm``); once ``|z_u| max|z_w|`` of the nodes left
-    is ``tol`` (the rounding margin) below ``lo`` none of them counts, once its negative is ``tol`` above ``hi`` all
-    do."""
+    """``(above, tied)``, ``(b,)`` int64 each: how many of each query's N scores ``zu_i . z_w`` exceed ``hi`` and lie
+    in ``[lo, hi]``, scored ``block`` candidates at a time. The nodes are scanned by decreasing norm (``by_norm``);
+    once ``|z_u| max|z_w|`` of the nodes left is ``tol`` (the rounding margin) below ``lo`` none of them counts, once
+    its negative is ``tol`` above ``hi`` all do."""
     n, b, block, bucket_max = by_norm.n, zu.shape[0], by_norm.block, by_norm.bucket_max
     qn = zu.norm(dim=1)
     above = torch.zeros(b, dtype=torch.int64, device=zu.device)
