@@ -6,6 +6,7 @@ Any ``nn.Module`` whose ``forward(x, graph)`` returns ``z: (N, d)`` is an encode
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from collections.abc import Sequence
 
@@ -54,18 +55,25 @@ class _Stacked(nn.Module):
     ``in_dim=None`` (featureless): identity input features, i.e. each first-layer weight is an ``(N, h1)`` table."""
 
     def __init__(self, owner: str, in_dim: int | None, dims: Sequence[int], num_nodes: int | None, dropout: float,
-                 weights_per_layer: int):
+                 weights_per_layer: int, table: str = "weights"):
         super().__init__()
         dims = _check_dims(owner, in_dim, dims)
         if in_dim is None and not (isinstance(num_nodes, int) and num_nodes >= 1):
             raise ParameterError("num_nodes", owner, "an int >= 1 when in_dim is None (featureless)", num_nodes)
         if not 0.0 <= float(dropout) < 1.0:
             raise ParameterError("dropout", owner, "a float in [0, 1)", dropout)
+        if table not in ("weights", "input") or (table == "input" and (in_dim is not None or weights_per_layer != 1)):
+            raise ParameterError("table", owner, "'weights', or 'input' for a featureless GCN (in_dim=None)", table)
         self.featureless = in_dim is None
-        widths = [num_nodes if in_dim is None else in_dim] + dims
-        self.layers = nn.ModuleList(
-            nn.ModuleList(nn.Linear(a, b, bias=False) for _ in range(weights_per_layer))
-            for a, b in zip(widths[:-1], widths[1:]))
+        # table='input': the featureless table lives outside the module (gaescale.training.buckets.DiskTable), and
+        # forward's x holds its rows for the graph's nodes; the first layer's weight is then empty, (h1, 0)
+        self.table_in_input = table == "input"
+        widths = [(0 if self.table_in_input else num_nodes) if in_dim is None else in_dim] + dims
+        with warnings.catch_warnings():  # table='input': the empty first weight's "zero-element tensor" warning
+            warnings.filterwarnings("ignore", "Initializing zero-element tensors")
+            self.layers = nn.ModuleList(
+                nn.ModuleList(nn.Linear(a, b, bias=False) for _ in range(weights_per_layer))
+                for a, b in zip(widths[:-1], widths[1:]))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(b)) for b in dims)
         self.dropout = float(dropout)
         self.checkpoint_activations = False  # recompute each hidden layer in backward (torch.utils.checkpoint)
@@ -103,7 +111,7 @@ class _Stacked(nn.Module):
     def _first(self, op: SparseOperator, lin: nn.Linear, x: torch.Tensor | None, graph: Graph) -> torch.Tensor | None:
         """``A X W^T`` for the first layer: a table product when featureless, cached ``A X`` for constant x."""
         if self.featureless:
-            return op @ self._table(lin, graph)  # A I W^T
+            return op @ (x if self.table_in_input else self._table(lin, graph))  # A I W^T
         if not x.requires_grad:
             return self._cache(op, x) @ lin.weight.T
         return None
@@ -163,7 +171,7 @@ class _Stacked(nn.Module):
         is narrower, else ``h``) and the linear map still to apply after it (or None). With ``buffers``
         (layer-wise inference), ``h W^T`` is computed ``block`` rows at a time into one."""
         if i == 0 and self.featureless:
-            return self._table(lin, graph), None
+            return (h if self.table_in_input else self._table(lin, graph)), None
         if lin.in_features <= lin.out_features:
             return h, lin
         if buffers is None:
@@ -191,14 +199,17 @@ class GCN(_Stacked):
     ``GCN(in_dim, [h1, ..., d])``: ``in_dim`` features per node, hidden widths, output width ``d``.
     ``in_dim=None`` with ``num_nodes`` gives a featureless encoder with identity input features,
     stored as the learnable first-layer table ``W1: (N, h1)`` (``A_hat I W1 = A_hat W1``).
+    ``table='input'`` (featureless only) keeps that table outside the module: ``forward(x, graph)`` is then given
+    its rows for the graph's nodes, ``x: (n, h1)`` (a table on disk trained in partitions,
+    :class:`gaescale.training.buckets.PartitionBuckets`); the model is the same.
     ``GCN(in_dim, [d])`` is the linear one-hop encoder ``A_hat X W`` (see :func:`linear_encoder`).
     Each layer multiplies by ``W`` before propagating when that narrows the features, so every
     sparse product runs at the smaller width; ``A_hat X`` of a constant input is computed once.
     """
 
     def __init__(self, in_dim: int | None, dims: Sequence[int], *, num_nodes: int | None = None,
-                 dropout: float = 0.0):
-        super().__init__("GCN", in_dim, dims, num_nodes, dropout, weights_per_layer=1)
+                 dropout: float = 0.0, table: str = "weights"):
+        super().__init__("GCN", in_dim, dims, num_nodes, dropout, weights_per_layer=1, table=table)
 
     def _layer(self, i: int, h: torch.Tensor | None, graph: Graph) -> torch.Tensor:
         op, lin = self._on_device(graph.gcn_operator), self.layers[i][0]

@@ -293,7 +293,7 @@ def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
 
 def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,
                    kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None,
-                   pos_weight: Tensor | None = None) -> Tensor:
+                   pos_weight: Tensor | None = None, num_pairs: float | None = None) -> Tensor:
     """An unbiased estimate of the full loss :func:`reconstruction_loss` (``dense='sampled'``) from one
     mini-batch of a link loader: ``s_pos: (B,)`` the logits of a uniformly drawn share ``edge_fraction``
     of the training edges (each undirected edge once; ``pos_loops: (B,)`` bool marks self pairs
@@ -301,7 +301,9 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     from all ``N^2``. The weights are the whole graph's (``num_nodes``, ``num_edge_pairs`` ordered edge
     pairs), so the estimate of every batch has the full loss as its mean:
     ``edge term of the batch / edge_fraction + w0 * N^2 / m * sum l0(s_neg)``. ``pos_weight: (B,)``: the
-    drawn edges' weights (a weighted graph, as in :func:`reconstruction_loss`).
+    drawn edges' weights (a weighted graph, as in :func:`reconstruction_loss`). ``num_pairs``: ``s_neg`` was drawn
+    uniformly from a block of that many ordered pairs instead of all ``N^2`` (a bucket of
+    :class:`gaescale.training.buckets.PartitionBuckets`, whose loss is then that block's share of the full loss).
     """
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
@@ -311,7 +313,8 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     edge = 2 * per_pair.sum()
     if pos_loops is not None:
         edge = edge - per_pair[pos_loops].sum()
-    dense = loss.l0(s_neg).sum() * (float(num_nodes) ** 2 / max(s_neg.numel(), 1))
+    pairs = float(num_nodes) ** 2 if num_pairs is None else float(num_pairs)
+    dense = loss.l0(s_neg).sum() * (pairs / max(s_neg.numel(), 1))
     return edge / edge_fraction + w0 * dense
 
 

@@ -88,6 +88,8 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``graph``: Cluster-GCN, FastGAE, neighbour sampling). With ``val = (pos, neg)``, the weights of the best
     validation AUC after the first ``warmup`` epochs are restored at the end, and training stops after
     ``patience`` evaluations past the warm-up without a better one (:class:`gaescale.selection.EarlyStopping`).
+    A strategy that ``keeps_last`` (:class:`gaescale.training.buckets.PartitionBuckets`, whose table trains in place
+    on disk) keeps the last epoch's weights instead; patience still stops it.
     ``strategy`` (:mod:`gaescale.strategies`; default full batch) decides what each optimizer step sees;
     the recorded loss of an epoch is the mean over its steps. ``time_limit`` stops training once the
     training time (evaluation excluded) reaches it, checked after every optimizer step. ``embed()`` gives
@@ -152,6 +154,9 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         bar.update(rec, loop.stopper.best_auc)
     bar.close()
     stopper = loop.stopper
+    if getattr(loop.strategy, "keeps_last", False):  # its table trained in place: the last epoch's model is whole
+        return FitResult(s.history, len(s.history), s.history[-1].get("val_auc") if s.history else None, s.stopped,
+                         s.seconds)
     stopper.restore(model)
     return FitResult(s.history, stopper.best_epoch or len(s.history),
                      stopper.best_auc if stopper.best_state is not None else None, s.stopped, s.seconds)
@@ -212,6 +217,7 @@ def _train_epoch(loop: _Loop, epoch: int, time_limit: float | None,
         out_of_time = bool(time_limit and sum(s.seconds) + time.perf_counter() - t0 >= time_limit)
         if rt.from_main(out_of_time):
             break  # mid-epoch: a mini-batch epoch can be long
+    steps.close()  # a strategy's own end of epoch (a table on disk written back), also when it stopped mid-epoch
     s.seconds.append(time.perf_counter() - t0)
     return {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": s.seconds[-1], "steps": len(losses)}
 

@@ -1,0 +1,218 @@
+"""A featureless graph's learnt input table kept on disk and trained in partitions, PyTorch-BigGraph's way.
+
+The table ``T: (N, h1)`` of a featureless GCN's first layer (:class:`gaescale.encoders.GCN` with ``table='input'``:
+the same model as with the table in memory, ``A_hat T`` first) lives in a memory-mapped ``.npy`` file, and beside it
+PyTorch-BigGraph's row-wise Adagrad state, one float per row (4 bytes per node, where Adam holds 8 per entry). The
+nodes are cut into ``P`` contiguous partitions (a prepared graph's node order keeps communities together). An epoch
+visits every bucket ``(i, j)``, ``i <= j``, once (:func:`bucket_order`), so that at most two partitions' rows are in
+memory. A bucket's step runs the encoder on the subgraph its partitions induce (Cluster-GCN's approximation: messages
+from other partitions are dropped), scores the training edges between ``i`` and ``j`` (within ``i`` when ``i == j``)
+and ``neg_ratio`` times as many ordered pairs drawn uniformly from the block ``i x j``, and its loss is the block's
+share of the full loss (:func:`gaescale.losses.minibatch_loss` with ``num_pairs``): over an epoch the shares add up
+to an unbiased estimate of the full loss, every training edge scored once. The other parameters (the later layers,
+the per-node biases) train with the trainer's Adam; the table's rows with row-wise Adagrad, applied once the step's
+backward is done.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ParameterError
+from ..graph import Graph
+from ..losses import full_precision, minibatch_loss
+
+ADAGRAD_EPS = 1e-10
+
+
+def part_bounds(num_nodes: int, num_parts: int) -> np.ndarray:
+    """``(P + 1,)`` int64: partition ``p`` holds the nodes ``bounds[p]:bounds[p + 1]``, as equal as integers allow."""
+    return np.arange(num_parts + 1, dtype=np.int64) * num_nodes // num_parts
+
+
+def bucket_order(num_parts: int) -> list[tuple[int, int]]:
+    """Every bucket ``(i, j)``, ``0 <= i <= j < P``, once: row ``i`` with ``j`` ascending for even ``i`` and
+    descending for odd, so that most consecutive buckets share a partition (one swap per step)."""
+    order = []
+    for i in range(num_parts):
+        js = range(i, num_parts) if i % 2 == 0 else range(num_parts - 1, i - 1, -1)
+        order += [(i, j) for j in js]
+    return order
+
+
+def row_adagrad_(rows: torch.Tensor, state: torch.Tensor, grad: torch.Tensor, lr: float,
+                 eps: float = ADAGRAD_EPS) -> None:
+    """PyTorch-BigGraph's row-wise Adagrad, in place: ``state: (n,) += mean over each row of grad^2``, then
+    ``rows: (n, w) -= lr * grad / (sqrt(state) + eps)`` (``grad: (n, w)``)."""
+    state.add_(grad.square().mean(1))
+    rows.addcdiv_(grad, state.sqrt().add_(eps).unsqueeze(1), value=-lr)
+
+
+def range_subgraph(graph: Graph, ranges: list[tuple[int, int]]) -> Graph:
+    """The subgraph of ``graph`` induced by the contiguous node ranges ``[(a, b), ...]`` (disjoint, ascending), its
+    nodes numbered in that order (``node_ids`` the original indices): :func:`gaescale.training.samplers.
+    induced_subgraph` of their concatenation, reading only those rows of the CSR and holding no array over all N."""
+    offsets = np.cumsum([0] + [b - a for a, b in ranges])
+    rows, cols, weights = [], [], []
+    for k, (a, b) in enumerate(ranges):
+        lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
+        col = np.asarray(graph.indices[lo:hi]).astype(np.int64)
+        row = np.repeat(np.arange(offsets[k], offsets[k + 1]), np.diff(np.asarray(graph.indptr[a:b + 1])))
+        local = np.full(col.shape, -1, np.int64)
+        for (c, d), off in zip(ranges, offsets):
+            inside = (col >= c) & (col < d)
+            local[inside] = col[inside] - c + off
+        keep = (local >= 0) & (row < local)
+        rows.append(row[keep])
+        cols.append(local[keep])
+        if graph.data is not None:
+            weights.append(np.asarray(graph.data[lo:hi])[keep])
+    node_ids = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
+    return Graph.from_edge_index(np.stack([np.concatenate(rows), np.concatenate(cols)]), int(offsets[-1]),
+                                 canonical=True, node_ids=node_ids,
+                                 edge_weight=np.concatenate(weights) if weights else None)
+
+
+class DiskTable:
+    """A learnt ``(N, width)`` float32 table in the ``.npy`` file ``path`` (memory-mapped, never read whole), with
+    its row-wise Adagrad state ``(N,)`` in ``<path stem>.adagrad.npy`` beside it. A new table is drawn as the
+    in-memory one is (Glorot uniform over ``N + width``), ``chunk`` rows at a time from ``seed``."""
+
+    def __init__(self, path: str | Path, num_nodes: int, width: int, *, seed: int = 0, chunk: int = 1 << 20):
+        self.path = Path(path)
+        self.state_path = self.path.with_name(self.path.stem + ".adagrad.npy")
+        self.num_nodes, self.width = int(num_nodes), int(width)
+        self.rows = np.lib.format.open_memmap(self.path, mode="w+", dtype=np.float32, shape=(num_nodes, width))
+        self.state = np.lib.format.open_memmap(self.state_path, mode="w+", dtype=np.float32, shape=(num_nodes,))
+        bound = math.sqrt(6.0 / (num_nodes + width))
+        gen = torch.Generator().manual_seed(seed)
+        for a in range(0, num_nodes, chunk):
+            b = min(num_nodes, a + chunk)
+            self.rows[a:b] = ((torch.rand((b - a, width), generator=gen) * 2 - 1) * bound).numpy()
+        self.state[:] = 0.0
+        self.flush()
+
+    @staticmethod
+    def nbytes(num_nodes: int, width: int) -> int:
+        """Bytes of the two files (their .npy headers aside)."""
+        return 4 * num_nodes * (width + 1)
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The whole table ``(N, width)``, the file's pages (what layer-wise inference reads a block at a time)."""
+        return torch.from_numpy(self.rows)
+
+    def load(self, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copies of rows ``a:b`` and their Adagrad state, in memory."""
+        return torch.from_numpy(np.array(self.rows[a:b])), torch.from_numpy(np.array(self.state[a:b]))
+
+    def store(self, a: int, b: int, rows: torch.Tensor, state: torch.Tensor) -> None:
+        self.rows[a:b] = rows.detach().numpy()
+        self.state[a:b] = state.numpy()
+
+    def flush(self) -> None:
+        self.rows.flush()
+        self.state.flush()
+
+
+class PartitionBuckets:
+    """One epoch over the buckets of ``num_parts`` partitions of ``table`` (see the module's docstring), its rows
+    updated with row-wise Adagrad at ``lr``. ``self_loops``: the ``A + I`` target's ``(i, i)`` pairs are scored in
+    the diagonal buckets. The trainer's model must be a featureless GCN with ``table='input'``."""
+
+    name = "partitioned"
+    keeps_last = True  # the table trains in place: fit keeps the last weights, not a copy of a best epoch's
+
+    def __init__(self, table: DiskTable, num_parts: int, *, lr: float, self_loops: bool = False):
+        if not isinstance(num_parts, int) or not 1 <= num_parts <= table.num_nodes:
+            raise ParameterError("num_parts", "PartitionBuckets", f"an int in [1, {table.num_nodes}]", num_parts)
+        self.table, self.num_parts, self.lr, self.self_loops = table, num_parts, float(lr), self_loops
+        self.bounds = part_bounds(table.num_nodes, num_parts)
+
+    def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
+        """``x`` and ``pairs`` are not read: the rows come from the table, the pairs from ``graph``'s edges."""
+        if loss_kwargs.get("dense", "sampled") != "sampled":
+            raise ParameterError("dense", "PartitionBuckets", "'sampled' (a bucket sees only its partitions' rows)",
+                                 loss_kwargs["dense"])
+        held: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        pending = None  # the step whose rows wait for their update: applied after the trainer's backward
+        try:
+            for i, j in bucket_order(self.num_parts):
+                self._hold(held, {i, j})
+                parts = [i] if i == j else [i, j]
+                rows = torch.cat([held[p][0] for p in parts]).requires_grad_()
+                loss = self._bucket_loss(model, rows, graph, parts, generator, loss_kwargs)
+                if loss is None:
+                    continue
+                pending = (rows, parts)
+                yield loss
+                self._update(held, *pending)
+                pending = None
+        finally:  # also when the trainer stops mid-epoch (its time limit) after the last step's backward
+            if pending is not None and pending[0].grad is not None:
+                self._update(held, *pending)
+            self._hold(held, set())
+            self.table.flush()
+
+    def _bucket_loss(self, model, rows: torch.Tensor, graph: Graph, parts: list[int], generator,
+                     loss_kwargs: dict) -> torch.Tensor | None:
+        """The loss of the block ``parts[0] x parts[-1]`` from the rows of its partitions ``rows: (n_b, h1)``;
+        None for a block without a training edge or self pair."""
+        bounds, n = self.bounds, graph.num_nodes
+        ranges = [(int(bounds[p]), int(bounds[p + 1])) for p in parts]
+        sub = range_subgraph(graph, ranges)
+        first = ranges[0][1] - ranges[0][0]
+        pos = torch.from_numpy(sub.edge_index())
+        weight = None if sub.data is None else torch.from_numpy(sub.edge_weight())
+        if len(parts) == 2:  # the edges between the two partitions only: those within are the diagonal buckets'
+            between = (pos[0] < first) & (pos[1] >= first)
+            pos, weight = pos[:, between], None if weight is None else weight[between]
+        loops = torch.zeros(pos.shape[1], dtype=torch.bool)
+        if self.self_loops and len(parts) == 1:
+            own = torch.arange(first)
+            pos, loops = torch.cat([pos, torch.stack([own, own])], 1), torch.cat([loops, torch.ones(first, dtype=bool)])
+            weight = None if weight is None else torch.cat([weight, torch.ones(first)])
+        b = pos.shape[1]
+        if b == 0:
+            return None
+        second = (first, sub.num_nodes) if len(parts) == 2 else (0, first)  # the block's second partition
+        neg = self.negatives(first, second, max(1, round(float(loss_kwargs.get("neg_ratio", 1.0)) * b)), generator)
+        z = full_precision(model(rows.to(next(model.parameters()).device), sub))
+        s = model.logits(z, torch.cat([pos, neg], 1).to(z.device))
+        block = first * (sub.num_nodes - first) * 2 if len(parts) == 2 else first * first
+        slots = int(graph.indices.size)
+        loss = minibatch_loss(s[:b], s[b:], num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0),
+                              edge_fraction=1.0, kind=loss_kwargs.get("kind", "bce"),
+                              weighting=loss_kwargs.get("weighting"), pos_loops=loops.to(z.device),
+                              pos_weight=None if weight is None else weight.to(z.device), num_pairs=block)
+        return loss + model.kl() / n if hasattr(model, "kl") else loss
+
+    @staticmethod
+    def negatives(first: int, second: tuple[int, int], m: int, generator) -> torch.Tensor:
+        """``(2, m)`` pairs ``(u, v)`` drawn uniformly from a bucket's block: ``u`` among the subgraph's first ``first``
+        nodes (its first partition), ``v`` in ``range(*second)`` (its second; the first again on the diagonal). The
+        dense term scales their sum to the whole block, so any set of pairs covering it uniformly will do."""
+        return torch.stack([torch.randint(0, first, (m,), generator=generator),
+                            torch.randint(*second, (m,), generator=generator)])
+
+    def _hold(self, held: dict, parts: set[int]) -> None:
+        """Keep exactly the partitions ``parts`` in memory: the others written back to the table, the missing read."""
+        for p in [p for p in held if p not in parts]:
+            self.table.store(int(self.bounds[p]), int(self.bounds[p + 1]), *held.pop(p))
+        for p in sorted(parts - held.keys()):
+            held[p] = self.table.load(int(self.bounds[p]), int(self.bounds[p + 1]))
+
+    def _update(self, held: dict, rows: torch.Tensor, parts: list[int]) -> None:
+        """Row-wise Adagrad on the held partitions ``parts`` from the gradient of their rows ``rows``."""
+        if rows.grad is None:
+            return
+        start = 0
+        for p in parts:
+            table_rows, state = held[p]
+            stop = start + table_rows.shape[0]
+            row_adagrad_(table_rows, state, rows.grad[start:stop].to(table_rows.device), self.lr)
+            start = stop
