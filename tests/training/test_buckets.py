@@ -3,14 +3,20 @@ losses and gradients against the in-memory table and a dense computation."""
 import numpy as np
 import pytest
 import torch
+from tests.conftest import dense_adjacency, random_edges
 
 from gaescale import GAE, GCN, Graph
 from gaescale.losses import pair_weights
-from gaescale.training.buckets import (DiskTable, PartitionBuckets, bucket_order, part_bounds, range_subgraph,
-                                       row_adagrad_)
+from gaescale.training.buckets import (
+    DiskTable,
+    PartitionBuckets,
+    bucket_order,
+    part_bounds,
+    range_subgraph,
+    row_adagrad_,
+)
 from gaescale.training.samplers import induced_subgraph
 from gaescale.training.trainer import fit
-from tests.conftest import dense_adjacency, random_edges
 
 
 def _graph(n=30, e=80, seed=0, weighted=False):
