@@ -27,6 +27,8 @@ from bench_prepare import monitored  # noqa: E402
 
 FLAGS = ["--hidden", "16,16", "--dim", "8", "--batch-size", "4096", "--fanouts", "5,5,5", "--val-fraction", "0.01",
          "--test-fraction", "0.01"]  # the motivating model; 1 % of the edges held out for validation and for test
+# --featureless: the same graph without its features, the one-hop linear encoder's learnt table (N x 16) on disk
+FEATURELESS = ["--encoder", "linear", "--dim", "16", "--val-fraction", "0.01", "--test-fraction", "0.01"]
 TRAIN = ["--strategy", "auto", "--epochs", "1000", "--eval-every", "1000", "--no-report", "--threads", "2"]
 STAGES = [("split", "split:"), ("training starts", "train:"), ("embedded", "embedded "),
           ("evaluated", "test AUC"), ("written", "outputs in")]
@@ -58,11 +60,16 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--time-limit", type=float, default=2700.0, help="seconds of training")
     ap.add_argument("--topk-nodes", type=int, default=1000)
+    ap.add_argument("--featureless", action="store_true", help="prepare the graph without its features (WORK/"
+                    "prepared-featureless) and train the linear encoder's learnt table (--strategy auto: partitioned "
+                    "where it does not fit in memory); the run in WORK/run-featureless")
     ap.add_argument("--resume", action="store_true", help="continue the run in WORK/run from its last checkpoint "
                                                           "(train --resume) instead of starting it again")
     args = ap.parse_args()
     py, work = sys.executable, args.work
-    graph, prepared, run = work / "graph", work / "prepared", work / "run"
+    suffix = "-featureless" if args.featureless else ""
+    graph, prepared, run = work / "graph", work / f"prepared{suffix}", work / f"run{suffix}"
+    flags, topk = (FEATURELESS if args.featureless else FLAGS), work / f"topk{suffix}.tsv"
     work.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(work).free
     print(f"{free / 2**30:.0f} GiB free in {work}", file=sys.stderr)
@@ -71,23 +78,24 @@ def main() -> None:
         run_phase(rows, "generate", [py, str(Path(__file__).parent / "make_big_graph.py"), "--nodes", str(args.nodes),
                                      "--edges", str(args.rows), "--out", str(graph)], [])
     if not prepared.exists():
-        run_phase(rows, "prepare", [py, "-m", "gaescale", "prepare", str(graph / "edges.npy"), "--features",
-                                    str(graph / "x.npy"), "--out", str(prepared)], [])
-    plan = subprocess.run([py, "-m", "gaescale", "plan", str(prepared), *FLAGS, "--strategy", "auto"], check=True,
+        features = [] if args.featureless else ["--features", str(graph / "x.npy")]
+        run_phase(rows, "prepare", [py, "-m", "gaescale", "prepare", str(graph / "edges.npy"), *features,
+                                    "--out", str(prepared)], [])
+    plan = subprocess.run([py, "-m", "gaescale", "plan", str(prepared), *flags, "--strategy", "auto"], check=True,
                           capture_output=True, text=True).stdout
-    (work / "plan.txt").write_text(plan)
+    (work / f"plan{suffix}.txt").write_text(plan)
     print(plan, file=sys.stderr, flush=True)
-    for p in ([] if args.resume else [run]) + [work / "topk.tsv"]:
+    for p in ([] if args.resume else [run]) + [topk]:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
     stamps: list = []
-    run_phase(rows, "train", [py, "-m", "gaescale", "train", str(prepared), "--out", str(run), *FLAGS, *TRAIN,
+    run_phase(rows, "train", [py, "-m", "gaescale", "train", str(prepared), "--out", str(run), *flags, *TRAIN,
                               "--time-limit", str(args.time_limit), *(["--resume"] if args.resume else [])],
               [str(prepared), str(run)], stamps)
-    (work / "train.log").write_text("".join(f"{t:9.1f} {line}" for t, line in stamps))
+    (work / f"train{suffix}.log").write_text("".join(f"{t:9.1f} {line}" for t, line in stamps))
     metrics = json.loads((run / "metrics.json").read_text())
     ids = (prepared / "nodes.tsv").read_text().split("\n", args.topk_nodes * 1000)[:-1][::1000][:args.topk_nodes]
     run_phase(rows, "topk", [py, "-m", "gaescale", "topk", str(run), "--k", "10", "--exclude-existing",
-                             "--out", str(work / "topk.tsv"), "--node-ids", *ids], [str(prepared), str(run)])
+                             "--out", str(topk), "--node-ids", *ids], [str(prepared), str(run)])
     report(rows, metrics, plan, stage_times(stamps))
 
 

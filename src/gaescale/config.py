@@ -14,10 +14,11 @@ from typing import Any
 from .devices import DEVICES
 from .errors import ParameterError
 from .losses import DENSE_STRATEGIES, LOSS_NAMES, WEIGHTINGS
-from .rules import check_directed, check_value, default_warmup
+from .rules import check_directed, check_partitioned, check_value, default_warmup
 from .sparse import PRECISIONS
 
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
+TABLE_PART_NODES = 1 << 21  # --strategy partitioned: nodes per partition of the learnt table by default
 
 
 def _model_defaults(encoder: str) -> dict[str, Any]:
@@ -105,12 +106,14 @@ class TrainConfig:
     self_loops: bool = _opt(False, "reconstruct A + I: every node counts as linked to itself, as in the GAE "
                                    "paper's target (measured: +1.0 to +1.2 AUC points for GAE on Cora)", "bool")
     strategy: str = _opt("full", "what each step trains on: full (the whole graph), cluster (Cluster-GCN: batches of "
-                                 "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on the "
-                                 "whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, "
-                                 "encoder on the sampled neighbourhoods of their endpoints), auto (the first of full, "
-                                 "fastgae, cluster, neighbor whose predicted peak fits --memory-budget; see 'gaescale "
-                                 "plan')",
-                         "choice", section="scaling", choices=("full", "cluster", "fastgae", "neighbor", "auto"))
+                                 "METIS parts, encoder and loss on the batch's subgraph), fastgae (encoder on "
+                                 "the whole graph, loss on a degree-sampled subgraph), neighbor (link mini-batches, "
+                                 "encoder on the sampled neighbourhoods of their endpoints), partitioned (a "
+                                 "featureless graph: its learnt table on disk, trained two node partitions at a time, "
+                                 "PyTorch-BigGraph's buckets), auto (the first of full, fastgae, cluster, neighbor, "
+                                 "partitioned whose predicted peak fits --memory-budget; see 'gaescale plan')",
+                         "choice", section="scaling",
+                         choices=("full", "cluster", "fastgae", "neighbor", "partitioned", "auto"))
     memory_budget: float | None = _opt(None, "memory that --strategy auto may plan for, in GiB or with a unit: 22GiB, "
                                              "22G, 512MiB, 20GB (10^9 bytes) (default: the memory available when "
                                              "training starts)", "gib>0", section="scaling", optional=True,
@@ -128,6 +131,11 @@ class TrainConfig:
                                  optional=True)
     batch_size: int | None = _opt(None, "training edges per --strategy neighbor step (default: 65,536)", "int>=1",
                                   section="scaling", optional=True)
+    table_parts: int | None = _opt(None, "node partitions of the learnt table for --strategy partitioned (two in "
+                                         "memory per step; default: one per 2,097,152 nodes, at least 2)", "int>=1",
+                                   section="scaling", optional=True)
+    table_lr: float | None = _opt(None, "the learnt table's row-wise Adagrad learning rate for --strategy partitioned "
+                                        "(default: 0.1)", "float>0", section="scaling", optional=True)
     checkpoint_activations: bool = _opt(False, "keep only each layer's input for backward and recompute the rest "
                                                "(torch.utils.checkpoint): less memory, about one more forward",
                                         "bool", section="scaling")
@@ -197,7 +205,8 @@ class TrainConfig:
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
         owners = {"cluster_parts": "cluster", "clusters_per_batch": "cluster", "fastgae_nodes": "fastgae",
-                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor", "memory_budget": "auto"}
+                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor", "memory_budget": "auto",
+                  "table_parts": "partitioned", "table_lr": "partitioned"}
         for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
             if getattr(self, name) is not None and self.strategy not in (strategy, "auto"):
                 raise ParameterError(name, "train", f"left unset unless strategy is '{strategy}' or 'auto'",
@@ -224,6 +233,8 @@ class TrainConfig:
                                  ",".join(map(str, self.fanouts)))
         if self.loss == "weighted-bce" and self.weighting not in (None, "gae"):
             raise ParameterError("weighting", "train", "'gae' or unset with loss='weighted-bce'", self.weighting)
+        if self.strategy == "partitioned":
+            check_partitioned(self)
         if self.directed:
             check_directed(self)
         elif self.directed_symmetric != "auto":
@@ -271,7 +282,9 @@ class TrainConfig:
                     fastgae_nodes=self.fastgae_nodes or min(num_nodes, max(1000, num_nodes // 10)),
                     fastgae_alpha=1.0 if self.fastgae_alpha is None else self.fastgae_alpha,
                     fanouts=list(self.fanouts or [10] * len(self.layer_dims)) if self.resolved else None,
-                    batch_size=self.batch_size or 65_536)
+                    batch_size=self.batch_size or 65_536,
+                    table_parts=self.table_parts or max(2, -(-num_nodes // TABLE_PART_NODES)),
+                    table_lr=self.table_lr or 0.1)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

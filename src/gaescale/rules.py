@@ -108,6 +108,28 @@ def refuse_weight_column(config) -> None:
         raise ParameterError("weight_column", "train", "used with weighted=True (--weighted)", config.weight_column)
 
 
+def partitioned_refusals(config) -> list[tuple[str, str, object]]:
+    """``(name, what it must be, what it is)`` of each option of ``config`` that ``strategy='partitioned'``'s table on
+    disk cannot train with yet (a graph with features is refused once it is read)."""
+    refusals = [("features", config.features is not None, "None (--strategy partitioned learns a featureless "
+                 "graph's input table; with features, use another strategy)", config.features),
+                ("encoder", config.encoder == "sage", "'auto', 'gcn' or 'linear' with strategy='partitioned' (the "
+                 "table is a GCN's first layer)", config.encoder),
+                ("dense", config.dense != "sampled", "'sampled' with strategy='partitioned' (a bucket sees only its "
+                 "partitions' rows)", config.dense),
+                ("precision", config.precision == "fp16", "'fp32' or 'bf16' with strategy='partitioned' (the table's "
+                 "row-wise Adagrad reads unscaled gradients)", config.precision),
+                ("resume", config.resume, "False with strategy='partitioned' (its table trains in place on disk, so a "
+                 "checkpoint's model and the table's rows would not match; not yet)", config.resume)]
+    return [(name, expected, got) for name, refused, expected, got in refusals if refused]
+
+
+def check_partitioned(config) -> None:
+    """Refuse, with ``strategy='partitioned'``, the first of :func:`partitioned_refusals`."""
+    for name, expected, got in partitioned_refusals(config)[:1]:
+        raise ParameterError(name, "train", expected, got)
+
+
 def check_directed(config) -> None:
     """Refuse, with ``directed=True``, the options the directed model (:mod:`gaescale.directed`) does not support
     yet, when the configuration is built (before anything is read)."""

@@ -28,12 +28,16 @@ def test_counted_bytes_match_the_graph_and_its_operators():
                                              for c in (m.csr, m.csr_t))
 
 
+FEATURED = [s for s in AUTO_ORDER if s != "partitioned"]  # partitioned is planned for featureless graphs only
+
+
 def test_predictions_grow_with_the_graph_and_the_dense_matrix_is_never_chosen():
     config = gaescale.TrainConfig(hidden="16,16", dim=8)
     small = {p.strategy: p for p in plan(config, 100_000, 600_000, 8)}
     large = {p.strategy: p for p in plan(config, 1_000_000, 6_000_000, 8)}
-    assert list(small) == list(AUTO_ORDER)
-    for s in AUTO_ORDER:
+    assert list(small) == FEATURED
+    assert [p.strategy for p in plan(config, 100_000, 600_000, None)] == list(AUTO_ORDER)
+    for s in FEATURED:
         assert large[s].peak_bytes > small[s].peak_bytes and large[s].sparse_madds > small[s].sparse_madds
     # Cluster-GCN's training holds one batch's activations: less than full batch, which holds the whole graph's
     training = {s: p.resident_bytes + p.step_bytes for s, p in large.items()}
@@ -115,7 +119,7 @@ def test_the_per_node_biases_and_the_filtered_ranking_are_counted():
     n, e = 100_000_000, 1_000_000_000
     by = {d: {p.strategy: p for p in plan(gaescale.TrainConfig(hidden="16,16", dim=8, decoder=d), n, e, 8,
                                           prepared=True)} for d in ("bias", "inner")}
-    for s in AUTO_ORDER:
+    for s in FEATURED:
         assert by["bias"][s].resident_bytes - by["inner"][s].resident_bytes == pytest.approx(16 * n, rel=1e-9)
     # at 100M nodes every (N, width) array of layer-wise inference is mapped: evaluation's own peak is the ranking's
     assert by["inner"]["neighbor"].step_bytes >= RANKING_PER_NODE * n
@@ -189,19 +193,26 @@ def test_auto_does_not_choose_cluster_without_pymetis(monkeypatch):
     assert choose(plans, 10**12).strategy == "full"  # the others as before
 
 
-def test_a_featureless_table_larger_than_memory_is_refused_saying_what_is_missing():
+def test_a_featureless_table_larger_than_memory_is_planned_on_disk_in_partitions():
     config = gaescale.TrainConfig(hidden="16,16", dim=8, strategy="auto", batch_size=4096, fanouts="5,5,5")
-    plans = plan(config, 100_000_000, 1_000_000_000, None, prepared=True)
+    n = 100_000_000
+    plans = plan(config, n, 1_000_000_000, None, prepared=True)
     by = {p.strategy: p for p in plans}
-    table = 16 * 100_000_000 * 16  # weight, gradient and Adam's two moments, float32, N x 16
-    assert all(p.table_bytes == table for p in plans)
-    budget = by["neighbor"].peak_bytes - table + 1  # the rest fits; the table does not
-    with pytest.raises(gaescale.ParameterError, match=r"for a graph without features: its learnt input table .* "
-                                                      r"23\.84 GiB\) is held in memory, and gaescale cannot yet "
-                                                      r"keep it on disk"):
-        choose(plans, budget, config)
-    with_features = plan(config, 100_000_000, 1_000_000_000, 8, prepared=True)
-    assert all(p.table_bytes == 0 for p in with_features)
+    table = 16 * n * 16  # weight, gradient and Adam's two moments, float32, N x 16
+    assert all(p.table_bytes == table for p in plans if p.strategy != "partitioned")
+    assert by["partitioned"].table_bytes == 0  # a file's pages: only the per-node biases' state stays resident
+    assert by["neighbor"].resident_bytes - by["partitioned"].resident_bytes == table
+    assert "48 partitions, 1,176 buckets" in by["partitioned"].note  # one per 2,097,152 nodes
+    budget = 22 * 2**30
+    assert by["partitioned"].peak_bytes <= budget < min(p.peak_bytes for p in plans if p.strategy != "partitioned")
+    assert choose(plans, budget, config).strategy == "partitioned"
+    # a configuration the table on disk cannot train with: the refusal says why, and what else would do
+    fp16 = dataclasses.replace(config, precision="fp16")
+    with pytest.raises(gaescale.ParameterError, match=r"its learnt input table .* 23\.84 GiB\) is held in memory; "
+                                                      r"--strategy partitioned would keep it on disk but needs precision 'fp32' or 'bf16'"):
+        choose(plans, budget, fp16)
+    with_features = plan(config, n, 1_000_000_000, 8, prepared=True)
+    assert all(p.table_bytes == 0 for p in with_features) and "partitioned" not in {p.strategy for p in with_features}
     fits = {p.strategy: p for p in with_features}["neighbor"].peak_bytes
     assert choose(with_features, fits, config).strategy == "neighbor"
     with pytest.raises(gaescale.ParameterError, match="the smallest predicted peak"):  # not the table's message

@@ -3,8 +3,8 @@ losses and gradients against the in-memory table and a dense computation."""
 import numpy as np
 import pytest
 import torch
-from tests.conftest import dense_adjacency, random_edges
 
+from conftest import dense_adjacency, random_edges
 from gaescale import GAE, GCN, Graph
 from gaescale.losses import pair_weights
 from gaescale.training.buckets import (

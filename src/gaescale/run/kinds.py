@@ -52,16 +52,18 @@ def kind_of(config: TrainConfig):
     return Directed() if config.directed else Undirected()
 
 
-def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int, custom=None) -> GAE:
+def build_model(config: TrainConfig, in_dim: int | None, num_nodes: int, custom=None, *, table: str = "weights") -> GAE:
     """The GAE (or VGAE) of ``config`` (``encoder='auto'`` resolved for ``in_dim`` features, None: a learnt
-    table); a VGAE's encoder outputs ``2 * dim`` columns (mean and log std). ``custom``: the encoder given as
+    table, in the first layer's weight or with ``table='input'`` given as the input, :class:`gaescale.encoders.GCN`);
+    a VGAE's encoder outputs ``2 * dim`` columns (mean and log std). ``custom``: the encoder given as
     ``train(encoder=module)`` (e.g. :class:`gaescale.pyg.PyGEncoder`) instead of the config's."""
     config = config.for_graph(in_dim)
     dims = config.encoder_dims
     encoder = ENCODERS["gcn" if config.encoder == "linear" else config.encoder]
     pair_decoder = HadamardMLP(config.dim) if config.decoder == "hadamard" else None
     if custom is None:
-        custom = encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout)
+        custom = encoder(in_dim, dims, num_nodes=num_nodes, dropout=config.dropout,
+                         **({} if table == "weights" else {"table": table}))
     return (VGAE if config.variational else GAE)(custom,
                                                   node_bias=num_nodes if config.decoder == "bias" else None,
                                                   pair_decoder=pair_decoder,

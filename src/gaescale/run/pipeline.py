@@ -24,6 +24,7 @@ from ..parallel.placement import Placement
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
 from ..pyg import as_edge_list, custom_encoder, describe, resolve_custom
+from ..training.buckets import DiskTable
 from ..training.checkpoint import Checkpointer
 from ..training.heldout import baseline_summary
 from ..training.selection import selection_note
@@ -35,7 +36,7 @@ from .process import process_state_kept
 from .ranking import calibrate_structure, ranking_parts, selects
 from .result import Fitted, RunResult, Sizes
 from .rundir import embeddings_and_bias, write_run
-from .strategy import make_strategy
+from .strategy import learnt_table, make_strategy
 from .writer import STAGING, RunWriter, output_bytes, staging_dir
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
@@ -92,6 +93,9 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
         log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
     prepared = inputs.prepared is not None
     strategy_name, config = kind.choose(config, graph, num_features, log, prepared=prepared, device=device, runtime=rt)
+    if strategy_name == "partitioned" and (num_features is not None or custom is not None):
+        raise ParameterError("strategy", "train", "not 'partitioned' for a graph with features or a custom encoder "
+                             "(it learns a featureless graph's input table for gaescale's GCN)", strategy_name)
     config, placed = kind.place(config, graph, inputs.x, strategy_name, prepared=prepared, out=out, runtime=rt,
                                 device=device, log=log)
     if rt.is_main:
@@ -101,13 +105,18 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     checkpointer, resume = _checkpointing(config, strategy_name, out, csr, inputs.x, log, rt, prepared=prepared)
     sizes = Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
     model = _model(config, kind, sizes, device, custom)
+    partitioned = strategy_name == "partitioned"
+    table_bytes = DiskTable.nbytes(sizes.num_nodes, config.encoder_dims[0]) if partitioned else 0
     if writer is not None:  # the outputs' room, now that their sizes are known: before training, not after
         writer.check_space(output_bytes(sizes.num_nodes, sizes.num_edges, dim=config.dim or 16, model=model,
                                         weighted=graph.weighted, prepared=sizes.prepared is not None,
-                                        checkpoints=bool(config.checkpoint_every)),
-                           "the run's outputs and checkpoints")
+                                        checkpoints=bool(config.checkpoint_every)) + table_bytes,
+                           "the run's outputs and checkpoints" + (" and its learnt table" if partitioned else ""))
     del graph  # from here on only the training graph is needed
     x = None if placed.shards is not None else as_tensor(inputs.x)  # a prepared graph's features are copied here
+    table, keep_table = learnt_table(config, sizes.num_nodes, out, log) if partitioned else (None, None)
+    if table is not None:  # the encoder reads the table's rows as its input (GCN(table='input'))
+        x = table.tensor
     if placed.shards is not None:  # only the shards are kept (rank 0 keeps the held-out edges of the split)
         placed.train_graph = None
         if not rt.is_main:
@@ -115,7 +124,8 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     try:  # the tracker gets every epoch's record, the resumed ones first, and is closed even on an error
         tracker.start(resume["history"] if resume else ())
         fitted = _fit(config, kind, model, placed, x, sizes, rt, log, checkpointer, resume,
-                      tracker.callback(on_epoch), scratch=out)
+                      tracker.callback(on_epoch), scratch=out, table=table)
+        del keep_table  # without OUT, the table's temporary directory: the embeddings are made
         if not rt.is_main:  # waits while rank 0 writes the outputs, so that all leave the group together
             rt.barrier()
             return None
@@ -169,24 +179,27 @@ def _model(config: TrainConfig, kind, sizes: Sizes, device, custom=None) -> torc
     """The model of ``config`` for the ``kind`` of graph, its initial weights drawn from ``config.seed``, on
     ``device``."""
     torch.manual_seed(config.seed)
-    model = kind.build_model(config, sizes.num_features, sizes.num_nodes, custom).to(device)
+    table = {"table": "input"} if sizes.strategy == "partitioned" else {}  # the learnt table on disk, not in the model
+    model = kind.build_model(config, sizes.num_features, sizes.num_nodes, custom, **table).to(device)
     model.encoder.checkpoint_activations = config.checkpoint_activations
     return model
 
 
 def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, rt: Local, log, checkpointer, resume,
-         on_epoch, *, scratch: Path | None = None) -> Fitted:
+         on_epoch, *, scratch: Path | None = None, table=None) -> Fitted:
     """Train ``model`` with the strategy of ``sizes.strategy`` (:func:`gaescale.trainer.fit`), then embed every node
     with its best weights; the memory of setup and of training measured apart. ``scratch``: where layer-wise
-    inference over a memory-mapped graph maps its arrays (default: the temporary directory)."""
+    inference over a memory-mapped graph maps its arrays (default: the temporary directory). ``table``: the learnt
+    table of ``partitioned`` (``x`` is its rows)."""
     shards = placed.shards
     train_graph = placed.train_graph if shards is None else shards.graph
-    strategy = make_strategy(config, sizes.strategy, train_graph, log, rt, train_edges=placed.cut_by_hash)
+    strategy = make_strategy(config, sizes.strategy, train_graph, log, rt, train_edges=placed.cut_by_hash, table=table)
     # Full batch trains on every pair at once; the other strategies draw theirs from the training graph.
     train_pairs = kind.train_pairs(config, placed, train_graph) if sizes.strategy == "full" else None
     # A memory-mapped graph is embedded layer by layer (no operator over the whole graph) unless the
     # strategy builds that operator for training anyway; the shards always are, by every rank.
-    layerwise = shards is not None or (sizes.prepared is not None and sizes.strategy in ("cluster", "neighbor"))
+    layerwise = shards is not None or (sizes.prepared is not None
+                                       and sizes.strategy in ("cluster", "neighbor", "partitioned"))
     block = LAYERWISE_BLOCK if layerwise else None
     device = next(model.parameters()).device
     # Over a memory-mapped graph, the (N, width) arrays of layer-wise inference are a file's pages too, on the CPU.

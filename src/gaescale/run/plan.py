@@ -20,12 +20,14 @@ from ..config import TrainConfig
 from ..errors import ParameterError
 from ..optional import available, install_hint
 from ..outputs import MAPPED_MIN_BYTES
+from ..rules import partitioned_refusals
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
 # Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
 # FastGAE keeps the full forward and subsamples the loss; Cluster-GCN only holds a batch's activations;
 # neighbour sampling last (its computation graph reaches most of a well-connected graph; BENCHMARKS.md).
-AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor")
+# A featureless graph whose learnt table does not fit: the table on disk, trained in partitions (PyTorch-BigGraph's).
+AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor", "partitioned")
 NEEDS = {"cluster": "pymetis"}  # the optional package (gaescale.optional) a strategy trains with
 
 
@@ -200,7 +202,32 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               steps * batch * (1 + config.neg_ratio), steps,
                               f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
                               f"computation graph ~{int(nc):,} nodes"))
-    return [replace(p, table_bytes=int(table)) for p in plans]
+    plans = [replace(p, table_bytes=int(table)) for p in plans]
+    if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
+        plans.append(_partitioned(config, n, et, resident - table, (minibatch_first, minibatch_kept, minibatch_eval),
+                                  per_pass, spmm_width))
+    return plans
+
+
+def _partitioned(config: TrainConfig, n: float, et: float, resident: float, evaluation: tuple[float, float, float],
+                 per_pass: float, spmm_width: float) -> StrategyPlan:
+    """``partitioned`` (:class:`gaescale.training.buckets.PartitionBuckets`): the table a file's pages (not counted);
+    a step holds two partitions' rows and state, the rows' copy and gradient, the CSR slots of the bucket's nodes
+    while its subgraph is cut (27 bytes each: rows, columns, local indices, masks), and a Cluster-GCN step over the
+    bucket, which may keep every edge of its nodes (contiguous partitions of a graph in a locality order keep most)."""
+    first, kept, evaluation = evaluation
+    widths = config.encoder_dims
+    parts = config.strategy_options(int(n))["table_parts"]
+    nb, w = min(n, 2 * n / parts), widths[0]
+    eb = min(et, et * 2 * nb / n)
+    steps = parts * (parts + 1) // 2
+    step = (STEP_BASE + 8 * n + nb * (4 * w + 4) + 8 * nb * w + 27 * 2 * eb
+            + _graph(nb, eb) + max(_build(nb, eb, False), _operator(nb, eb, False) + _activations(nb, widths, False)
+                                   + PER_PAIR * eb * (1 + config.neg_ratio)))
+    return StrategyPlan("partitioned", int(resident), int(max(first, kept + max(step, evaluation))),
+                        steps * ((2 * eb + nb) * spmm_width + nb * per_pass), et * (1 + config.neg_ratio), steps,
+                        f"table of {int(n):,} x {w} on disk ({4 * n * (w + 1) / 2**30:.2f} GiB with its state), "
+                        f"{parts:,} partitions, {steps:,} buckets")
 
 
 def _neighbour_reach(n: float, e: float, et: float, batch: int, fanouts) -> tuple[float, float, float]:
@@ -235,6 +262,9 @@ def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = 
     (:data:`NEEDS`: Cluster-GCN's pymetis) is installed."""
     missing = [p for p in plans if p.strategy in NEEDS and not available(NEEDS[p.strategy])]
     plans = [p for p in plans if p not in missing]
+    refused = partitioned_refusals(config)[:1] if config is not None else []  # why the table cannot go on disk
+    if refused:
+        plans = [p for p in plans if p.strategy != "partitioned"]
     if config is not None and config.dense != "sampled":
         plans = [p for p in plans if p.strategy != "neighbor"]
         if not plans:
@@ -246,17 +276,20 @@ def choose(plans: list[StrategyPlan], budget: int, config: TrainConfig | None = 
             return by_name[name]
     smallest = min(plans, key=lambda p: p.peak_bytes)
     if smallest.table_bytes and smallest.peak_bytes - smallest.table_bytes <= budget:
+        held = (f"; --strategy partitioned would keep it on disk but needs {refused[0][0]} {refused[0][1]}, not "
+                f"{refused[0][2]!r}" if refused else "; give the nodes features (--features), or a narrower first "
+                                                      "layer (--hidden)")
         raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB for a graph "
                              f"without features: its learnt input table (N x the first width, with its gradient and "
-                             f"Adam's two moments: {smallest.table_bytes / 2**30:.2f} GiB) is held in memory, and "
-                             "gaescale cannot yet keep it on disk and train it in partitions (PyTorch-BigGraph's way); "
-                             "give the nodes features (--features), or a narrower first layer (--hidden)",
+                             f"Adam's two moments: {smallest.table_bytes / 2**30:.2f} GiB) is held in memory{held}",
                              f"{budget / 2**30:.2f} GiB")
     would = [f"; '{p.strategy}' would fit but needs {NEEDS[p.strategy]} ({install_hint(NEEDS[p.strategy])})"
              for p in missing if p.peak_bytes <= budget]
+    hint = ("raise --table-parts or narrow the first layer" if smallest.strategy == "partitioned"
+            else "lower --batch-size or raise --cluster-parts")
     raise ParameterError("memory_budget", "train", f"at least {smallest.peak_bytes / 2**30:.2f} GiB, the smallest "
-                         f"predicted peak (strategy '{smallest.strategy}'); lower --batch-size or raise "
-                         f"--cluster-parts{''.join(would)}", f"{budget / 2**30:.2f} GiB")
+                         f"predicted peak (strategy '{smallest.strategy}'); {hint}{''.join(would)}",
+                         f"{budget / 2**30:.2f} GiB")
 
 
 def available_memory() -> int:

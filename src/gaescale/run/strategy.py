@@ -2,12 +2,16 @@
 the strategy object built from the configuration (:mod:`gaescale.training.strategies`)."""
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 from ..config import TrainConfig
 from ..errors import DistributedError, ParameterError
 from ..graph import Graph
 from ..parallel.runtime import Local
+from ..training.buckets import DiskTable, PartitionBuckets
 from ..training.samplers import metis_parts
 from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
 
@@ -40,14 +44,41 @@ def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fea
     return chosen
 
 
-def make_strategy(config: TrainConfig, name: str, graph: Graph, log, runtime: Local | None = None, train_edges=None):
+def learnt_table(config: TrainConfig, num_nodes: int, out: Path | None, log) -> tuple[DiskTable, Any]:
+    """``--strategy partitioned``'s learnt input table ``(N, first width)``: ``OUT/table.npy`` (a file of the run, with
+    its row-wise Adagrad state beside it), drawn from ``config.seed``; without ``OUT`` in a temporary directory, which
+    the second value keeps (None with ``OUT``)."""
+    keep = None
+    if out is None:
+        keep = tempfile.TemporaryDirectory(prefix="gaescale-table-")
+        out = Path(keep.name)
+    width = config.encoder_dims[0]
+    t = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    table = DiskTable(out / "table.npy", num_nodes, width, seed=config.seed)
+    log(f"learnt table: {num_nodes:,} x {width} float32 on disk ({DiskTable.nbytes(num_nodes, width) / 2**30:.2f} GiB "
+        f"with its row-wise Adagrad state: {table.path.name}) [{time.perf_counter() - t:.1f}s]")
+    return table, keep
+
+
+def make_strategy(config: TrainConfig, name: str, graph: Graph, log, runtime: Local | None = None, train_edges=None,
+                  table: DiskTable | None = None):
     """The training strategy ``name`` on the training graph, with the options of ``config`` (METIS runs
     here for Cluster-GCN, on rank 0 of the ``runtime``); on several ranks, full batch shards the
     loss and the mini-batch strategies draw their own batches (see :mod:`gaescale.strategies`).
-    ``train_edges``: for Cluster-GCN, ``graph`` is the whole graph and these are its training edges."""
+    ``train_edges``: for Cluster-GCN, ``graph`` is the whole graph and these are its training edges.
+    ``table``: the learnt table that ``partitioned`` trains (:func:`learnt_table`)."""
     opts = config.strategy_options(graph.num_nodes)
     runtime = runtime or Local()
     rank, world = runtime.rank, runtime.world_size
+    if name == "partitioned":
+        if world > 1:
+            raise DistributedError("--strategy partitioned trains in one process (its table on disk is not shared "
+                                   "between ranks yet); start it without torchrun, or choose another --strategy.")
+        parts = min(opts["table_parts"], graph.num_nodes)
+        log(f"partitioned table: {parts:,} node partitions, {parts * (parts + 1) // 2:,} buckets per epoch (two "
+            f"partitions in memory per step), row-wise Adagrad lr {opts['table_lr']:g}")
+        return PartitionBuckets(table, parts, lr=opts["table_lr"], self_loops=config.self_loops)
     if world > 1:
         log(f"data parallel: {world} processes ({runtime.backend}); " + (
             "the graph replicated, the loss sharded" if name == "full" else
