@@ -208,8 +208,9 @@ def test_a_featureless_table_larger_than_memory_is_planned_on_disk_in_partitions
     assert choose(plans, budget, config).strategy == "partitioned"
     # a configuration the table on disk cannot train with: the refusal says why, and what else would do
     fp16 = dataclasses.replace(config, precision="fp16")
-    with pytest.raises(gaescale.ParameterError, match=r"its learnt input table .* 23\.84 GiB\) is held in memory; "
-                                                      r"--strategy partitioned would keep it on disk but needs precision 'fp32' or 'bf16'"):
+    why = (r"its learnt input table .* 23\.84 GiB\) is held in memory; --strategy partitioned would keep it on disk "
+           r"but needs precision 'fp32' or 'bf16'")
+    with pytest.raises(gaescale.ParameterError, match=why):
         choose(plans, budget, fp16)
     with_features = plan(config, n, 1_000_000_000, 8, prepared=True)
     assert all(p.table_bytes == 0 for p in with_features) and "partitioned" not in {p.strategy for p in with_features}
