@@ -1,0 +1,72 @@
+"""--strategy partitioned through the one code path: the learnt table on disk in the run, what it refuses."""
+import numpy as np
+import pytest
+import torch
+
+import gaescale
+from gaescale import Graph
+from gaescale.cli import main
+from gaescale.data.prepare import prepare
+from gaescale.data.synthetic import community_graph
+from gaescale.run.finished import Run
+
+
+def _featureless(n=3000, e=15000, seed=1):
+    g = community_graph(n, e, seed=seed)
+    g.x = None
+    return g
+
+
+def test_the_table_is_a_file_of_the_run_and_the_embeddings_are_its_model_s(tmp_path):
+    data = _featureless()
+    r = gaescale.train(data=data, out=str(tmp_path / "run"), strategy="partitioned", table_parts=3, encoder="linear",
+                       dim=16, epochs=15, quiet=True, report=False)
+    assert r.metrics["strategy"] == "partitioned" and r.metrics["test_auc"] > 0.75
+    assert r.metrics["best_epoch"] == r.metrics["epochs"] == 15  # the last epoch's model: its table trained in place
+    table = np.load(tmp_path / "run" / "table.npy")
+    assert table.shape == (3000, 16)
+    assert (np.load(tmp_path / "run" / "table.adagrad.npy") > 0).all()  # every node's row was trained
+    # the embeddings are the saved model applied to the saved table: z = A_hat T W (+ the biases' columns)
+    held = np.load(tmp_path / "run" / "heldout.npz")
+    out = np.concatenate([held["val_pos"], held["test_pos"]], axis=1)
+    edges = np.sort(data.edge_index, axis=0)
+    train = edges[:, ~np.isin(edges[0] * 3000 + edges[1], np.sort(out, axis=0)[0] * 3000 + np.sort(out, axis=0)[1])]
+    graph = Graph.from_edge_index(train, 3000, canonical=True)
+    model = r.model
+    z = model.embed(torch.from_numpy(table), graph).numpy()
+    np.testing.assert_allclose(r.embeddings, z[:, :r.embeddings.shape[1]], rtol=1e-4, atol=1e-6)
+    assert model.encoder.layers[0][0].weight.numel() == 0  # the model holds no table
+
+
+def test_without_out_the_table_lives_while_training_and_is_removed(tmp_path, monkeypatch):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = gaescale.train(data=_featureless(1000, 5000), strategy="partitioned", encoder="linear", dim=8, epochs=3,
+                       quiet=True)
+    assert r.embeddings.shape == (1000, 8) and list(tmp_path.iterdir()) == []
+
+
+def test_a_graph_with_features_and_a_resumed_run_are_refused(tmp_path):
+    with pytest.raises(gaescale.ParameterError, match="The 'strategy' parameter of train must be not 'partitioned' "
+                                                      "for a graph with features"):
+        gaescale.train(data=community_graph(500, 2000), strategy="partitioned", quiet=True)
+    with pytest.raises(gaescale.ParameterError, match="The 'resume' parameter of train must be False with "
+                                                      "strategy='partitioned'"):
+        gaescale.TrainConfig(strategy="partitioned", resume=True, out=str(tmp_path / "r"))
+    with pytest.raises(gaescale.ParameterError, match="The 'table_parts' parameter of train must be left unset "
+                                                      "unless strategy is 'partitioned'"):
+        gaescale.TrainConfig(strategy="neighbor", table_parts=4)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_prepared_featureless_graph_trains_from_the_command_line_and_cannot_embed_new_nodes(tmp_path, capsys):
+    data = _featureless(2000, 10000, seed=3)
+    np.save(tmp_path / "e.npy", data.edge_index)
+    prepare(tmp_path / "e.npy", tmp_path / "prep")
+    assert main(["train", str(tmp_path / "prep"), "--out", str(tmp_path / "run"), "--strategy", "partitioned",
+                 "--table-parts", "4", "--encoder", "linear", "--dim", "16", "--epochs", "10", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert "4 node partitions, 10 buckets per epoch" in err and "embedded 2,000 nodes layer by layer" in err
+    np.savetxt(tmp_path / "e.txt", data.edge_index.T, fmt="%d")
+    with pytest.raises(gaescale.ParameterError, match="a run trained with node features"):
+        Run.open(tmp_path / "run").embed(tmp_path / "e.txt")
