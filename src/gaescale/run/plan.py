@@ -190,23 +190,29 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
                               steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step; "
                               f"METIS first: {METIS_PER_ENTRY * 2 * e / 2**30:.2f} GiB", int(METIS_PER_ENTRY * 2 * e)))
+    minibatch = (minibatch_first, minibatch_kept, minibatch_eval)
+    plans.append(_neighbor(config, n, e, et, resident, minibatch, per_pass, spmm_width))
+    plans = [replace(p, table_bytes=int(table)) for p in plans]
+    if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
+        plans.append(_partitioned(config, n, et, resident - table, minibatch, per_pass, spmm_width))
+    return plans
+
+
+def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: float,
+              evaluation: tuple[float, float, float], per_pass: float, spmm_width: float) -> StrategyPlan:
+    """``neighbor``: a step holds its sampled computation graph (:func:`_neighbour_reach`) and its operator."""
+    first, kept, evaluation = evaluation
+    opts, widths, sage = config.strategy_options(int(n)), config.encoder_dims, config.encoder == "sage"
     batch, fanouts = opts["batch_size"], opts["fanouts"]
     nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch, fanouts)
     steps = -(-int(et) // batch)
-    nb_step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec)
-               + max(_build(nc, ec, sage), _operator(nc, ec, sage)
-                     + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
-    plans.append(StrategyPlan("neighbor", int(resident),
-                              int(max(minibatch_first, minibatch_kept + max(nb_step, minibatch_eval))),
-                              steps * ((2 * ec + nc) * spmm_width + nc * per_pass),
-                              steps * batch * (1 + config.neg_ratio), steps,
-                              f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
-                              f"computation graph ~{int(nc):,} nodes"))
-    plans = [replace(p, table_bytes=int(table)) for p in plans]
-    if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
-        plans.append(_partitioned(config, n, et, resident - table, (minibatch_first, minibatch_kept, minibatch_eval),
-                                  per_pass, spmm_width))
-    return plans
+    step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec)
+            + max(_build(nc, ec, sage), _operator(nc, ec, sage)
+                  + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
+    return StrategyPlan("neighbor", int(resident), int(max(first, kept + max(step, evaluation))),
+                        steps * ((2 * ec + nc) * spmm_width + nc * per_pass), steps * batch * (1 + config.neg_ratio),
+                        steps, f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
+                        f"computation graph ~{int(nc):,} nodes")
 
 
 def _partitioned(config: TrainConfig, n: float, et: float, resident: float, evaluation: tuple[float, float, float],

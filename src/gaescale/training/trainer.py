@@ -153,11 +153,16 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             on_epoch(rec)
         bar.update(rec, loop.stopper.best_auc)
     bar.close()
-    stopper = loop.stopper
+    return _result(loop)
+
+
+def _result(loop: _Loop) -> FitResult:
+    """The fit's result, the model holding its best weights (a strategy that ``keeps_last``: the last ones)."""
+    s, stopper = loop.state, loop.stopper
     if getattr(loop.strategy, "keeps_last", False):  # its table trained in place: the last epoch's model is whole
         return FitResult(s.history, len(s.history), s.history[-1].get("val_auc") if s.history else None, s.stopped,
                          s.seconds)
-    stopper.restore(model)
+    stopper.restore(loop.model)
     return FitResult(s.history, stopper.best_epoch or len(s.history),
                      stopper.best_auc if stopper.best_state is not None else None, s.stopped, s.seconds)
 
