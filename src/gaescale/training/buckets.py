@@ -35,11 +35,13 @@ def part_bounds(num_nodes: int, num_parts: int) -> np.ndarray:
 
 
 def bucket_order(num_parts: int) -> list[tuple[int, int]]:
-    """Every bucket ``(i, j)``, ``0 <= i <= j < P``, once: row ``i`` with ``j`` ascending for even ``i`` and
-    descending for odd, so that most consecutive buckets share a partition (one swap per step)."""
-    order = []
+    """Every bucket ``(i, j)``, ``0 <= i <= j < P``, once: the diagonal first (in a locality order most edges lie
+    within partitions, so every node's row is trained early in an epoch, one partition in memory), then row ``i``
+    of the rest with ``j`` ascending for even ``i`` and descending for odd, so that most consecutive buckets share
+    a partition (one swap per step)."""
+    order = [(i, i) for i in range(num_parts)]
     for i in range(num_parts):
-        js = range(i, num_parts) if i % 2 == 0 else range(num_parts - 1, i - 1, -1)
+        js = range(i + 1, num_parts) if i % 2 == 0 else range(num_parts - 1, i, -1)
         order += [(i, j) for j in js]
     return order
 
@@ -57,12 +59,13 @@ def range_subgraph(graph: Graph, ranges: list[tuple[int, int]]) -> Graph:
     nodes numbered in that order (``node_ids`` the original indices): :func:`gaescale.training.samplers.
     induced_subgraph` of their concatenation, reading only those rows of the CSR and holding no array over all N."""
     offsets = np.cumsum([0] + [b - a for a, b in ranges])
+    index = np.int32 if graph.num_nodes < 2**31 - 1 else np.int64  # 4 bytes per CSR slot where they suffice
     rows, cols, weights = [], [], []
     for k, (a, b) in enumerate(ranges):
         lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
-        col = np.asarray(graph.indices[lo:hi]).astype(np.int64)
-        row = np.repeat(np.arange(offsets[k], offsets[k + 1]), np.diff(np.asarray(graph.indptr[a:b + 1])))
-        local = np.full(col.shape, -1, np.int64)
+        col = np.asarray(graph.indices[lo:hi]).astype(index, copy=False)
+        row = np.repeat(np.arange(offsets[k], offsets[k + 1], dtype=index), np.diff(np.asarray(graph.indptr[a:b + 1])))
+        local = np.full(col.shape, -1, index)
         for (c, d), off in zip(ranges, offsets):
             inside = (col >= c) & (col < d)
             local[inside] = col[inside] - c + off
@@ -72,7 +75,8 @@ def range_subgraph(graph: Graph, ranges: list[tuple[int, int]]) -> Graph:
         if graph.data is not None:
             weights.append(np.asarray(graph.data[lo:hi])[keep])
     node_ids = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
-    return Graph.from_edge_index(np.stack([np.concatenate(rows), np.concatenate(cols)]), int(offsets[-1]),
+    return Graph.from_edge_index(np.stack([np.concatenate(rows), np.concatenate(cols)]).astype(np.int64),
+                                 int(offsets[-1]),
                                  canonical=True, node_ids=node_ids,
                                  edge_weight=np.concatenate(weights) if weights else None)
 
