@@ -92,3 +92,32 @@ def test_unknown_precision_is_refused():
         fit(model, None, g, torch.from_numpy(g.edge_index()), epochs=1, progress=False, precision="fp8")
     with pytest.raises(ParameterError, match=r"The 'precision' parameter of train must be one of"):
         gaescale.TrainConfig(precision="half")
+
+
+@pytest.mark.parametrize("warmup, epochs, best", [(9, 9, 9), (0, 9, 9), (0, 12, 10)])
+def test_the_last_validation_s_embeddings_are_returned_only_for_the_weights_kept(warmup, epochs, best):
+    """fit hands back the last validation's z when the weights it returns are those z was made with (the caller then
+    need not embed again): no epoch selected (a warm-up of every epoch), or the best being the last; after restoring
+    an earlier epoch's best weights (epoch 10 of 12 here), none."""
+    data = community_graph(600, 3000, seed=4)
+    graph = Graph.from_edge_index(data.edge_index, 600)
+    x = torch.from_numpy(data.x)
+    torch.manual_seed(0)
+    model = gaescale.GAE(gaescale.GCN(8, [16, 8]))
+    pos, neg = data.edge_index[:, :200], np.random.default_rng(0).integers(0, 600, (2, 200))
+    calls = []
+
+    def embed():
+        calls.append(1)
+        return model.embed(x, graph)
+
+    result = fit(model, x, graph, torch.from_numpy(data.edge_index), val=(pos, neg), epochs=epochs, lr=0.05,
+                 patience=1000, warmup=warmup, embed=embed, progress=False)
+    assert len(calls) == len(result.history) == epochs  # every epoch validated, each through embed
+    assert result.best_epoch == best
+    if best == epochs:
+        assert result.z is not None and torch.equal(result.z, model.embed(x, graph))
+    else:
+        assert result.z is None
+    no_embed = fit(model, x, graph, torch.from_numpy(data.edge_index), val=(pos, neg), epochs=2, progress=False)
+    assert no_embed.z is None

@@ -232,9 +232,9 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
         if shards is not None:  # every rank embeds its nodes with rank 0's (best) weights
             rt.broadcast_state(model)
             z = embed()
-    if shards is None and rt.is_main:
+    if shards is None and rt.is_main:  # the last validation's embeddings where they are of the weights kept
         t = time.perf_counter()
-        z = embed().cpu()
+        z = (result.z if result.z is not None else embed()).cpu()
     seconds = time.perf_counter() - t
     if two_hop is not None and has_val:  # the structural part's scale, on the validation ranking
         calibrate_structure(model, z, placed.split, train_graph, two_hop.features, config.seed, log)
@@ -248,7 +248,9 @@ def _evaluate(config: TrainConfig, kind, model, placed: Placement, fitted: Fitte
     note = selection_note(result.history, result.best_epoch, config.warmup_epochs, f"val_{selects(config, model)}")
     if note:
         log(note)
-    if fitted.block:
+    if fitted.block and result.z is not None:
+        log(f"embedded {sizes.num_nodes:,} nodes layer by layer: the last validation's embeddings, of the weights kept")
+    elif fitted.block:
         log(f"embedded {sizes.num_nodes:,} nodes layer by layer, {fitted.block:,} rows at a time"
             f"{', each of the processes its own' if placed.shards is not None else ''} [{fitted.embed_seconds:.1f}s]")
     before = peak_rss_bytes()  # training's and embedding's; evaluation's own peak is measured apart
