@@ -172,12 +172,16 @@ def test_one_partition_with_every_pair_is_the_exact_full_loss(tmp_path):
     torch.testing.assert_close(rows.grad, memory.encoder.layers[0][0].weight.grad.T, rtol=1e-4, atol=1e-8)
 
 
+def _small(tmp_path, n=40):
+    """A random graph of ``n`` nodes, the model with the table as input, its table on disk and the table's rows."""
+    graph, _ = _graph(n, 120, seed=1)
+    table = DiskTable(tmp_path / "t.npy", n, 5, seed=1)
+    return graph, _models(n)[1], table, np.array(table.rows)
+
+
 def test_an_epoch_updates_the_rows_on_disk_with_row_wise_adagrad(tmp_path):
     n = 40
-    graph, _ = _graph(n, 120, seed=1)
-    _, given = _models(n)
-    table = DiskTable(tmp_path / "t.npy", n, 5, seed=1)
-    before = np.array(table.rows)
+    graph, given, table, before = _small(tmp_path, n)
     strategy = PartitionBuckets(table, 4, lr=0.05)
     gen = torch.Generator().manual_seed(0)
     steps = strategy.steps(given, None, graph, None, gen, dict(dense="sampled"))
@@ -216,11 +220,7 @@ def test_fit_trains_the_table_and_keeps_the_last_epoch(tmp_path):
 
 
 def test_a_table_stopped_mid_epoch_is_written_back(tmp_path):
-    n = 40
-    graph, _ = _graph(n, 120, seed=1)
-    _, given = _models(n)
-    table = DiskTable(tmp_path / "t.npy", n, 5, seed=1)
-    before = np.array(table.rows)
+    graph, given, table, before = _small(tmp_path)
     steps = PartitionBuckets(table, 4, lr=0.05).steps(given, None, graph, None, torch.Generator(), {})
     next(steps).backward()
     steps.close()  # the trainer's time limit: the last step's rows are updated and written back
