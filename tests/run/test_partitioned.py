@@ -47,8 +47,8 @@ def test_without_out_the_table_lives_while_training_and_is_removed(tmp_path, mon
 
 
 def test_a_graph_with_features_and_a_resumed_run_are_refused(tmp_path):
-    with pytest.raises(gaescale.ParameterError, match="The 'strategy' parameter of train must be not 'partitioned' "
-                                                      "for a graph with features"):
+    with pytest.raises(gaescale.ParameterError, match="The 'strategy' parameter of train must be another strategy "
+                                                      "than 'partitioned' for a graph with features"):
         gaescale.train(data=community_graph(500, 2000), strategy="partitioned", quiet=True)
     with pytest.raises(gaescale.ParameterError, match="The 'resume' parameter of train must be False with "
                                                       "strategy='partitioned'"):

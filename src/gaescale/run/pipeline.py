@@ -94,8 +94,9 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     prepared = inputs.prepared is not None
     strategy_name, config = kind.choose(config, graph, num_features, log, prepared=prepared, device=device, runtime=rt)
     if strategy_name == "partitioned" and (num_features is not None or custom is not None):
-        raise ParameterError("strategy", "train", "not 'partitioned' for a graph with features or a custom encoder "
-                             "(it learns a featureless graph's input table for gaescale's GCN)", strategy_name)
+        raise ParameterError("strategy", "train", "another strategy than 'partitioned' for a graph with features or a "
+                             "custom encoder (it learns a featureless graph's input table for gaescale's GCN)",
+                             strategy_name)
     config, placed = kind.place(config, graph, inputs.x, strategy_name, prepared=prepared, out=out, runtime=rt,
                                 device=device, log=log)
     if rt.is_main:
