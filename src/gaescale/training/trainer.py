@@ -119,10 +119,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
     ``resume`` (a state it saved) continues from there and gives, on CPU, the same result bit for bit as
     a run that was never interrupted.
     """
-    if precision not in PRECISIONS:
-        raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
-    if select not in ("auc", "mrr") or (select == "mrr" and val is not None and val_rank is None):
-        raise ParameterError("select", "fit", "'auc', or 'mrr' with val_rank", select)
+    _check_options(precision, select, val, val_rank)
     key = f"val_{select}"
     loop = _start(model, x, graph, train_edges, strategy or FullBatch(), dict(loss_kwargs or {}), lr=lr, seed=seed,
                   patience=patience, warmup=warmup, precision=precision, runtime=runtime or group or Local())
@@ -161,6 +158,13 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
         bar.update(rec, loop.stopper.best_auc)
     bar.close()
     return _result(loop, last)
+
+
+def _check_options(precision: str, select: str, val, val_rank) -> None:
+    if precision not in PRECISIONS:
+        raise ParameterError("precision", "fit", f"one of {list(PRECISIONS)}", precision)
+    if select not in ("auc", "mrr") or (select == "mrr" and val is not None and val_rank is None):
+        raise ParameterError("select", "fit", "'auc', or 'mrr' with val_rank", select)
 
 
 def _result(loop: _Loop, last: tuple[int, torch.Tensor] | None) -> FitResult:
