@@ -59,6 +59,17 @@ def test_a_graph_with_features_and_a_resumed_run_are_refused(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_auto_s_choice_of_partitioned_is_refused_what_its_table_cannot_do():
+    from gaescale.run.strategy import check_partitioned_run
+    resumed = gaescale.TrainConfig(strategy="auto", resume=True, out="r", precision="bf16")
+    with pytest.raises(gaescale.ParameterError, match="The 'resume' parameter of train must be False with "
+                                                      "strategy='partitioned'"):
+        check_partitioned_run(resumed, None, None)
+    with pytest.raises(gaescale.ParameterError, match="The 'precision' parameter"):
+        check_partitioned_run(gaescale.TrainConfig(strategy="auto", precision="fp16"), None, None)
+    check_partitioned_run(gaescale.TrainConfig(strategy="auto", precision="bf16"), None, None)  # bf16 is fine
+
+
 def test_a_prepared_featureless_graph_trains_from_the_command_line_and_cannot_embed_new_nodes(tmp_path, capsys):
     data = _featureless(2000, 10000, seed=3)
     np.save(tmp_path / "e.npy", data.edge_index)

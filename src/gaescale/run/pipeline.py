@@ -36,7 +36,7 @@ from .process import process_state_kept
 from .ranking import calibrate_structure, ranking_parts, selects
 from .result import Fitted, RunResult, Sizes
 from .rundir import embeddings_and_bias, write_run
-from .strategy import learnt_table, make_strategy
+from .strategy import check_partitioned_run, learnt_table, make_strategy
 from .writer import STAGING, RunWriter, output_bytes, staging_dir
 
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
@@ -93,10 +93,8 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
         log(f"encoder: {describe(custom)}, given to train (trained in place), lr {config.lr:g}")
     prepared = inputs.prepared is not None
     strategy_name, config = kind.choose(config, graph, num_features, log, prepared=prepared, device=device, runtime=rt)
-    if strategy_name == "partitioned" and (num_features is not None or custom is not None):
-        raise ParameterError("strategy", "train", "another strategy than 'partitioned' for a graph with features or a "
-                             "custom encoder (it learns a featureless graph's input table for gaescale's GCN)",
-                             strategy_name)
+    if strategy_name == "partitioned":  # given, or --strategy auto's choice: what its table on disk cannot do
+        check_partitioned_run(config, num_features, custom)
     config, placed = kind.place(config, graph, inputs.x, strategy_name, prepared=prepared, out=out, runtime=rt,
                                 device=device, log=log)
     if rt.is_main:
