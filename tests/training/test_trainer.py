@@ -121,3 +121,4 @@ def test_the_last_validation_s_embeddings_are_returned_only_for_the_weights_kept
         assert result.z is None
     no_embed = fit(model, x, graph, torch.from_numpy(data.edge_index), val=(pos, neg), epochs=2, progress=False)
     assert no_embed.z is None
+    assert all(p.grad is None for p in model.parameters())  # the last step's gradients are not kept past training

@@ -157,6 +157,7 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             on_epoch(rec)
         bar.update(rec, loop.stopper.best_auc)
     bar.close()
+    model.zero_grad(set_to_none=True)  # the last step's gradients (a featureless table's, the per-node biases'): gone
     return _result(loop, last)
 
 
