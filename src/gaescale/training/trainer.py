@@ -157,7 +157,6 @@ def fit(model: torch.nn.Module, x: torch.Tensor | None, graph: Graph, train_edge
             on_epoch(rec)
         bar.update(rec, loop.stopper.best_auc)
     bar.close()
-    model.zero_grad(set_to_none=True)  # the last step's gradients (a featureless table's, the per-node biases'): gone
     return _result(loop, last)
 
 
@@ -169,8 +168,9 @@ def _check_options(precision: str, select: str, val, val_rank) -> None:
 
 
 def _result(loop: _Loop, last: tuple[int, torch.Tensor] | None) -> FitResult:
-    """The fit's result, the model holding its best weights (a strategy that ``keeps_last``: the last ones), with
-    ``last``'s embeddings (the last validation's ``(epoch, z)``) where those weights are the ones it embedded."""
+    """The fit's result, the model holding its best weights (a strategy that ``keeps_last``: the last ones) and no
+    gradients, with ``last``'s embeddings (the last validation's ``(epoch, z)``) where those weights are the ones it embedded."""
+    loop.model.zero_grad(set_to_none=True)  # the last step's gradients (a featureless table's, the biases'): gone
     s, stopper = loop.state, loop.stopper
     z = last[1] if last is not None and last[0] == s.epoch else None
     if getattr(loop.strategy, "keeps_last", False):  # its table trained in place: the last epoch's model is whole
