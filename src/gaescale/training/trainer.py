@@ -169,7 +169,8 @@ def _check_options(precision: str, select: str, val, val_rank) -> None:
 
 def _result(loop: _Loop, last: tuple[int, torch.Tensor] | None) -> FitResult:
     """The fit's result, the model holding its best weights (a strategy that ``keeps_last``: the last ones) and no
-    gradients, with ``last``'s embeddings (the last validation's ``(epoch, z)``) where those weights are the ones it embedded."""
+    gradients, with ``last``'s embeddings (the last validation's ``(epoch, z)``) where those weights are the ones it
+    embedded."""
     loop.model.zero_grad(set_to_none=True)  # the last step's gradients (a featureless table's, the biases'): gone
     s, stopper = loop.state, loop.stopper
     z = last[1] if last is not None and last[0] == s.epoch else None
