@@ -21,6 +21,7 @@ from ..errors import ParameterError
 from ..optional import available, install_hint
 from ..outputs import MAPPED_MIN_BYTES
 from ..rules import partitioned_refusals
+from ..training.buckets import DiskTable
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
 # Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
@@ -232,8 +233,8 @@ def _partitioned(config: TrainConfig, n: float, et: float, resident: float, eval
                                    + PER_PAIR * eb * (1 + config.neg_ratio)))
     return StrategyPlan("partitioned", int(resident), int(max(first, kept + max(step, evaluation))),
                         steps * ((2 * eb + nb) * spmm_width + nb * per_pass), et * (1 + config.neg_ratio), steps,
-                        f"table of {int(n):,} x {w} on disk ({4 * n * (w + 1) / 2**30:.2f} GiB with its state), "
-                        f"{parts:,} partitions, {steps:,} buckets")
+                        f"table of {int(n):,} x {w} on disk ({DiskTable.nbytes(int(n), w) / 2**30:.2f} GiB with its "
+                        f"state), {parts:,} partitions, {steps:,} buckets")
 
 
 def _neighbour_reach(n: float, e: float, et: float, batch: int, fanouts) -> tuple[float, float, float]:

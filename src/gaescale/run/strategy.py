@@ -11,7 +11,7 @@ from ..config import TrainConfig
 from ..errors import DistributedError, ParameterError
 from ..graph import Graph
 from ..parallel.runtime import Local
-from ..rules import partitioned_refusals
+from ..rules import check_partitioned
 from ..training.buckets import DiskTable, PartitionBuckets
 from ..training.samplers import metis_parts
 from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
@@ -47,14 +47,13 @@ def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fea
 
 def check_partitioned_run(config: TrainConfig, num_features: int | None, custom) -> None:
     """Refuse a ``partitioned`` run (given, or ``--strategy auto``'s choice) of a graph with features, a custom encoder,
-    or an option its table on disk cannot train with (:func:`gaescale.rules.partitioned_refusals`: ``--resume``
+    or an option its table on disk cannot train with (:func:`gaescale.rules.check_partitioned`: ``--resume``
     would pair a checkpoint's model with a table drawn anew)."""
     if num_features is not None or custom is not None:
         raise ParameterError("strategy", "train", "another strategy than 'partitioned' for a graph with features or a "
                              "custom encoder (it learns a featureless graph's input table for gaescale's GCN)",
                              "partitioned")
-    for name, expected, got in partitioned_refusals(config)[:1]:
-        raise ParameterError(name, "train", expected, got)
+    check_partitioned(config)
 
 
 def learnt_table(config: TrainConfig, num_nodes: int, out: Path | None, log) -> tuple[DiskTable, Any]:

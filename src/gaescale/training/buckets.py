@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import ParameterError
-from ..graph import Graph
+from ..graph import Graph, with_self_loops
 from ..losses import full_precision, minibatch_loss
 
 ADAGRAD_EPS = 1e-10
@@ -97,8 +97,7 @@ class DiskTable:
         for a in range(0, num_nodes, chunk):
             b = min(num_nodes, a + chunk)
             self.rows[a:b] = ((torch.rand((b - a, width), generator=gen) * 2 - 1) * bound).numpy()
-        self.state[:] = 0.0
-        self.flush()
+        self.flush()  # the state starts at 0: a new file's zeros
 
     @staticmethod
     def nbytes(num_nodes: int, width: int) -> int:
@@ -170,16 +169,15 @@ class PartitionBuckets:
         ranges = [(int(bounds[p]), int(bounds[p + 1])) for p in parts]
         sub = range_subgraph(graph, ranges)
         first = ranges[0][1] - ranges[0][0]
-        pos = torch.from_numpy(sub.edge_index())
-        weight = None if sub.data is None else torch.from_numpy(sub.edge_weight())
+        edges, weight = sub.edge_index(), sub.edge_weight()
         if len(parts) == 2:  # the edges between the two partitions only: those within are the diagonal buckets'
-            between = (pos[0] < first) & (pos[1] >= first)
-            pos, weight = pos[:, between], None if weight is None else weight[between]
-        loops = torch.zeros(pos.shape[1], dtype=torch.bool)
-        if self.self_loops and len(parts) == 1:
-            own = torch.arange(first)
-            pos, loops = torch.cat([pos, torch.stack([own, own])], 1), torch.cat([loops, torch.ones(first, dtype=bool)])
-            weight = None if weight is None else torch.cat([weight, torch.ones(first)])
+            between = (edges[0] < first) & (edges[1] >= first)
+            edges, weight = edges[:, between], None if weight is None else weight[between]
+        diagonal_loops = self.self_loops and len(parts) == 1  # the A + I target's (i, i), in the diagonal buckets
+        pos = torch.from_numpy(with_self_loops(edges, first, diagonal_loops))
+        loops = torch.arange(pos.shape[1]) >= edges.shape[1]
+        if weight is not None:
+            weight = torch.from_numpy(np.concatenate([weight, np.ones(pos.shape[1] - weight.size, np.float32)]))
         b = pos.shape[1]
         if b == 0:
             return None
