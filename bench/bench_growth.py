@@ -1,18 +1,22 @@
 """How an epoch's cost grows with the graph: the demo's generator and model at several sizes, one run.
 
-    .venv/bin/python bench/bench_growth.py [--nodes 770000,3080000,10000000] [--epochs 5]
+    .venv/bin/python bench/bench_growth.py [--nodes 770000,3080000,10000000] [--epochs 5] [--profile 2]
 
 Each size runs in a fresh subprocess, one after the other: the community graph of the demo at the built-in
 graph's degree (``round(N * 4.6M / 770k)`` edges, average degree ~12), 8 features, GCN 8-16-16-8, full batch,
 sampled BCE, the structural part off (what the epoch of issue 31's measurements computes), no validation and no
 test scoring (the epoch alone). Prints a Markdown table: seconds per epoch (median), the training phase's peak RSS,
-and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear). Raw results go to
+and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear). ``--profile K``: K more epochs run
+under torch.profiler after the timed ones, and a second table gives each op's seconds per epoch (self CPU time) at
+each size with its growth; the profiled epochs are not in the first table. Raw results go to
 bench/results/growth-<timestamp>.json.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -22,9 +26,10 @@ BENCH = Path(__file__).resolve().parent
 GiB = 2 ** 30
 
 
-def one(n: int, epochs: int, threads: int, order: str | None = None) -> dict:
+def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: int = 0) -> dict:
     """One size in this process: generate, number the nodes in ``order`` (as ``gaescale prepare --order`` does;
-    None: as generated), train, report the figures (as JSON on stdout)."""
+    None: as generated), train ``epochs`` then ``profiled`` epochs under torch.profiler, report the figures (as JSON
+    on stdout)."""
     import gaescale
     from gaescale.cli import demo_edges
     from gaescale.data.synthetic import community_graph
@@ -42,15 +47,52 @@ def one(n: int, epochs: int, threads: int, order: str | None = None) -> dict:
         data = EdgeList(renumber(data.edge_index, perm), n, None, data.x[perm], source=f"{data.source}, {order} order")
         del g
     ordered = time.perf_counter() - t
-    result = gaescale.train(data=data, hidden="16,16", dim=8, epochs=epochs, eval_every=epochs + 1, warmup=0,
-                            strategy="full", structure="off", quiet=True, report=False, checkpoint_every=0,
-                            threads=threads, test=False)
+    total = epochs + profiled
+    with _profiler(epochs, profiled) as (on_epoch, ops):
+        result = gaescale.train(data=data, hidden="16,16", dim=8, epochs=total, eval_every=total + 1, warmup=0,
+                                strategy="full", structure="off", quiet=True, report=False, checkpoint_every=0,
+                                threads=threads, test=False, on_epoch=on_epoch)
     m = result.metrics
-    return {"nodes": n, "edges": e, "epochs": m["epochs"], "seconds_per_epoch": m["seconds_per_epoch"],
-            "epoch_seconds": [h["seconds"] for h in m["history"]], "generate_seconds": generated,
+    timed = [h["seconds"] for h in m["history"]][:epochs]
+    return {"nodes": n, "edges": e, "epochs": epochs, "seconds_per_epoch": statistics.median(timed),
+            "epoch_seconds": timed, "op_seconds_per_epoch": ops, "generate_seconds": generated,
             "order": order, "order_seconds": ordered,
             "setup_peak_rss_bytes": m["setup_peak_rss_bytes"], "training_peak_rss_bytes": m["training_peak_rss_bytes"],
             "total_seconds": m["total_seconds"], "torch_threads": m["torch_threads"]}
+
+
+@contextlib.contextmanager
+def _profiler(skip: int, active: int):
+    """``(on_epoch, ops)``: an epoch callback for gaescale.train that profiles the ``active`` epochs after the first
+    ``skip``, and the dict it fills on exit: op name -> self CPU seconds per profiled epoch."""
+    ops: dict[str, float] = {}
+    if not active:
+        yield None, ops
+        return
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def collect(prof) -> None:
+        for event in prof.key_averages():
+            ops[event.key] = ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6 / active
+
+    # steps end at each epoch's callback: step 0 is the setup and epoch 1, step k epoch k + 1
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=skip, warmup=0, active=active, repeat=1),
+                 on_trace_ready=collect) as prof:
+        yield (lambda record: prof.step()), ops
+
+
+def _op_table(rows: list[dict], top: int = 15) -> None:
+    """Each op's seconds per epoch at every size (the ops costliest at the largest size first) and its growth from
+    the first size, relative to linear."""
+    first, last = rows[0], rows[-1]
+    names = sorted(last["op_seconds_per_epoch"], key=lambda k: -last["op_seconds_per_epoch"][k])[:top]
+    print("\n| op (self CPU s/epoch) | " + " | ".join(f"{r['nodes']:,}" for r in rows) + " | growth, last vs first |")
+    print("|---|" + "---:|" * (len(rows) + 1))
+    for name in names + ["(all ops)"]:
+        ops = [r["op_seconds_per_epoch"] for r in rows]
+        per = [sum(o.values()) if name == "(all ops)" else o.get(name, 0.0) for o in ops]
+        growth = per[-1] / per[0] / (last["nodes"] / first["nodes"]) if per[0] else float("nan")
+        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in per) + f" | {growth:.2f}x |")
 
 
 def main(argv=None) -> int:
@@ -60,15 +102,17 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--order", default=None, help="number the nodes in this order first, as 'gaescale prepare "
                                                  "--order' does (community, metis, bfs, rcm, degree)")
+    p.add_argument("--profile", type=int, default=0, metavar="K",
+                   help="K more epochs per size under torch.profiler: a table of each op's time (0: none)")
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the subprocess of one size
     args = p.parse_args(argv)
     if args.one:
-        print(json.dumps(one(args.one, args.epochs, args.threads, args.order)))
+        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile)))
         return 0
     rows = []
     for n in (int(s) for s in args.nodes.split(",")):
         cmd = [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs), "--threads", str(args.threads),
-               *(["--order", args.order] if args.order else [])]
+               "--profile", str(args.profile), *(["--order", args.order] if args.order else [])]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             print(f"{n:,} nodes failed:\n{done.stderr[-2000:]}", file=sys.stderr)
@@ -87,6 +131,8 @@ def main(argv=None) -> int:
         print(f"| {r['nodes']:,} | {r['edges']:,} | {r['order_seconds']:.1f} | {r['seconds_per_epoch']:.3f} | "
               f"{min(r['epoch_seconds']):.3f} | {r['training_peak_rss_bytes'] / GiB:.2f} GiB | {growth:.2f}x | "
               f"{fastest:.2f}x |")
+    if args.profile:
+        _op_table(rows)
     out = BENCH / "results" / f"growth-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))

@@ -283,3 +283,25 @@ def test_weights_change_the_loss_and_the_index_keeps_them_with_their_pairs(weigh
 def test_bad_edge_weights_are_named(graph, weights, match):
     with pytest.raises(ParameterError, match=match):
         reconstruction_loss(_z(), graph[0], N, dense="exact", edge_weight=weights)
+
+
+@pytest.mark.parametrize("kind", ["bce", "mse", "linear-mse"])
+def test_pair_sum_in_chunks_gives_the_value_and_gradient_of_the_plain_sum(kind, monkeypatch):
+    """pair_sum runs its elementwise loss over chunks (7 pairs here, so 1,000 pairs make 143 of them, the last
+    short) and keeps only df/ds: its value and gradient are those of autograd through ``f(s, w).sum()``."""
+    from gaescale import losses
+    monkeypatch.setattr(losses, "PAIR_CHUNK", 7)
+    pl = losses.KINDS[kind]
+    s = (3 * torch.randn(1000, dtype=torch.float64)).requires_grad_()
+    w = torch.rand(1000, dtype=torch.float64)
+
+    def f(s, w):
+        return 0.3 * pl.l1w(s, w) - 1.7 * pl.l0(s)
+
+    value = losses.pair_sum(f, s, (w,))
+    (grad,) = torch.autograd.grad(value, s)
+    expected = f(s, w).sum()
+    (expected_grad,) = torch.autograd.grad(expected, s)
+    assert torch.allclose(value, expected, rtol=1e-12) and torch.allclose(grad, expected_grad, rtol=1e-12)
+    with torch.no_grad():
+        assert torch.allclose(losses.pair_sum(pl.l0, s), pl.l0(s).sum(), rtol=1e-12)

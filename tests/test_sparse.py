@@ -3,7 +3,7 @@ import torch
 
 from conftest import random_edges
 from gaescale.graph import Graph
-from gaescale.sparse import PairIndex, SparseOperator, spmm
+from gaescale.sparse import PairIndex, SparseOperator, csr_mm, spmm, to_torch_csr
 
 
 def test_spmm_gradcheck_float64_symmetric():
@@ -22,6 +22,22 @@ def test_spmm_gradcheck_non_symmetric_matches_dense():
     y = op @ x
     assert torch.allclose(y, torch.from_numpy(m) @ x)
     assert torch.autograd.gradcheck(lambda x: op @ x, (x,))
+
+
+def test_csr_mm_overwrites_its_new_buffer_even_where_rows_are_empty():
+    # csr_mm writes into an uninitialised buffer with beta=0: memory the allocator hands back (here just freed,
+    # full of NaN) must not show through, on empty rows and on a matrix with no entries at all
+    import scipy.sparse as sp
+    dense = np.zeros((6, 5), np.float32)
+    dense[0, 1], dense[2, 4], dense[2, 0], dense[5, 3] = 1.5, -2.0, 0.5, 3.0  # rows 1, 3 and 4 empty
+    x = torch.randn(5, 4)
+    for m in (dense, np.zeros((6, 5), np.float32)):
+        for index in (torch.int32, torch.int64):
+            csr = to_torch_csr(sp.csr_matrix(m), torch.float32)
+            csr = torch.sparse_csr_tensor(csr.crow_indices().to(index), csr.col_indices().to(index), csr.values(),
+                                          csr.shape, check_invariants=False)
+            torch.full((6, 4), float("nan"))  # freed at once: the block the next buffer may reuse
+            assert torch.allclose(csr_mm(csr, x), torch.from_numpy(m) @ x, rtol=0, atol=1e-6)
 
 
 def test_pair_logits_match_gather_and_gradcheck():
@@ -56,6 +72,19 @@ def test_both_column_terms_of_the_pair_gradient_equal_the_dense_product():
     dense = torch.zeros(n, n, dtype=torch.float64).index_put_((pidx.rows(), pidx.cols), g, accumulate=True)
     for column_term in (_columns_scatter, _columns_scipy):
         assert torch.allclose(column_term(pidx, g, z), dense.T @ z)
+
+
+def test_the_column_term_cut_into_row_ranges_adds_up_to_the_dense_product():
+    """SciPy's product run on row ranges in threads: every cut (more parts than rows, empty rows) gives ``G^T z``."""
+    from gaescale.sparse import _columns_scipy
+    n, m = 50, 300_000  # enough pairs that the product is cut (64Ki pairs per part at least)
+    pairs = torch.randint(0, n, (2, m), generator=torch.Generator().manual_seed(2))
+    pairs[0][pairs[0] == 7] = 8  # row 7 empty
+    pidx = PairIndex.from_pairs(pairs, n)
+    g, z = torch.randn(m, dtype=torch.float64), torch.randn(n, 4, dtype=torch.float64)
+    dense = torch.zeros(n, n, dtype=torch.float64).index_put_((pidx.rows(), pidx.cols), g, accumulate=True)
+    for parts in (1, 2, 3, 4):
+        assert torch.allclose(_columns_scipy(pidx, g, z, parts), dense.T @ z)
 
 
 def test_operators_move_once_and_stay_put_on_their_device():

@@ -1,6 +1,10 @@
 """gaescale: graph autoencoders on graphs with millions of nodes, without N x N tensors."""
-from ._moved import install as _install_moved
-from ._version import __version__  # noqa: F401  (re-exported: gaescale.__version__)
+from ._allocator import prefer_huge_pages as _prefer_huge_pages
+
+_prefer_huge_pages()  # before torch is imported: it reads the setting once (gaescale._allocator)
+
+from ._moved import install as _install_moved  # noqa: E402
+from ._version import __version__  # noqa: E402, F401  (re-exported: gaescale.__version__)
 
 _install_moved()  # the old import paths of the modules now in sub-packages (see gaescale._moved)
 

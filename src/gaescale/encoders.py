@@ -16,7 +16,7 @@ from torch import nn
 from .devices import index_on
 from .errors import ParameterError
 from .graph import Graph
-from .sparse import SparseOperator
+from .sparse import SparseOperator, csr_mm
 
 
 def _check_dims(owner: str, in_dim: int | None, dims: Sequence[int]) -> list[int]:
@@ -228,7 +228,7 @@ class GCN(_Stacked):
 
     def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         scale, scaled, post = source
-        y = scale[start:stop] * (torch.sparse.mm(rows, scaled) + scaled[start:stop])
+        y = scale[start:stop] * (csr_mm(rows, scaled) + scaled[start:stop])
         return self._finish(post(y) if post is not None else y, i)
 
 
@@ -273,7 +273,7 @@ class SAGE(_Stacked):
 
     def _layer_block(self, i: int, h, source, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         src, post, table, inv_degree = source
-        neigh = inv_degree[start:stop] * torch.sparse.mm(rows, src)
+        neigh = inv_degree[start:stop] * csr_mm(rows, src)
         own = table[start:stop] if table is not None else self.layers[i][0](h[start:stop])
         return self._finish((post(neigh) if post is not None else neigh) + own, i)
 

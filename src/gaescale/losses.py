@@ -105,6 +105,35 @@ class ValueAndGrad(torch.autograd.Function):
         return grad * g, None
 
 
+PAIR_CHUNK = 1 << 18  # pairs per chunk of pair_sum: its temporaries (1 MiB each in float32) stay in the L2 cache
+
+
+def pair_sum(f: Callable[..., Tensor], s: Tensor, consts: tuple[Tensor, ...] = ()) -> Tensor:
+    """``sum_k f(s, *consts)_k`` for logits ``s: (m,)`` and per-pair constants ``consts`` (each ``(m,)``, not
+    differentiated), differentiable in ``s``. ``f`` is elementwise. It runs :data:`PAIR_CHUNK` pairs at a time and
+    keeps only ``df/ds: (m,)`` for backward: the same value and gradient as ``f(s, *consts).sum()``, without the
+    half-dozen ``(m,)`` temporaries (each fresh memory, once past glibc's 32 MiB) that the loss's elementwise steps
+    and their backward would allocate: BENCHMARKS.md, "Linear cost". The chunks' sums add up in float64."""
+    return ValueAndGrad.apply(s, partial(_chunked_sum, f=f, consts=consts))
+
+
+def _chunked_sum(s: Tensor, need_grad: bool, *, f: Callable[..., Tensor], consts: tuple[Tensor, ...]):
+    total = torch.zeros((), dtype=torch.float64, device=s.device)
+    grad = torch.empty_like(s) if need_grad else None
+    for a in range(0, s.numel(), PAIR_CHUNK):
+        b = min(a + PAIR_CHUNK, s.numel())
+        chunk = s[a:b]
+        if need_grad:
+            with torch.enable_grad():
+                chunk = chunk.detach().requires_grad_()
+                value = f(chunk, *(c[a:b] for c in consts)).sum()
+                grad[a:b] = torch.autograd.grad(value, chunk)[0]
+        else:
+            value = f(chunk, *(c[a:b] for c in consts)).sum()
+        total += value.detach().double()
+    return total, grad
+
+
 def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int,
                       shard: tuple[int, int] = (0, 1), metric: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """``(D, dD/dz)`` for ``D = sum_{i,j} l0(z_i . z_j)`` over all N^2 ordered pairs, in ``B x B`` tiles.
@@ -147,17 +176,18 @@ def block_size_for(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int
 def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                generator: torch.Generator | None = None, block_size: int | None = None,
                memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1),
-               metric: Tensor | None = None) -> Tensor:
+               metric: Tensor | None = None, scaled: Tensor | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
-    ``metric: (d,)`` of signs: logits ``z_i^T diag(metric) z_j`` (:func:`gaescale.models.with_bias`).
+    ``metric: (d,)`` of signs: logits ``z_i^T diag(metric) z_j`` (:func:`gaescale.models.with_bias`); ``scaled``: ``z *
+    metric`` where the caller has it already (the sampled estimate reuses it).
     ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D``, whose values and gradients add
     up to ``D``'s (:func:`exact_dense_tiles`; on CUDA :func:`gaescale.kernels.dense_value_and_grad`)."""
     n = z.shape[0]
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
-        s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z, metric)
-        return loss.l0(s).sum() * (float(n) * n / num_samples)
+        s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z, metric, scaled=scaled)
+        return pair_sum(loss.l0, s) * (float(n) * n / num_samples)
     if strategy == "exact":
         if z.is_cuda:
             from . import kernels
@@ -266,29 +296,38 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         num_samples = default_num_samples(num_pairs, neg_ratio)
     if metric is not None:
         metric = metric.to(z.device, z.dtype)
-    s = pairs.logits(z, metric) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
+    scaled = None if metric is None or decoder is not None else z.contiguous() * metric  # z M, once for every pair set
+    s = pairs.logits(z, metric, scaled=scaled) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
     if edge_offset is not None:
         s = s + edge_offset.to(s.dtype)
-    l1 = loss.l1(s) if pairs.weights is None else loss.l1w(s, pairs.weights.to(s.dtype))
-    per_pair = w1 * l1 - w0 * loss.l0(s)
-    edge = per_pair.sum() * (2 if edges == "undirected" else 1)
+    per_pair, consts = edge_pair_loss(loss, w0, w1, None if pairs.weights is None else pairs.weights.to(s.dtype))
+    edge = pair_sum(per_pair, s, consts) * (2 if edges == "undirected" else 1)
     if loops:
-        edge = edge - per_pair[pairs.self_pair_mask()].sum()
+        mask = pairs.self_pair_mask()
+        edge = edge - pair_sum(per_pair, s[mask], tuple(c[mask] for c in consts))
     if decoder is None:
         d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
-                       block_size=block_size, memory_budget=memory_budget, metric=metric)
+                       block_size=block_size, memory_budget=memory_budget, metric=metric, scaled=scaled)
     else:  # the sampled estimate of the dense term, through the decoder
         drawn = PairIndex.uniform(n, num_samples, generator).to(z.device).pairs()
         d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
     if dense_offset is not None:  # sum over T of l0(s + g) - l0(s): the dense term of the whole logits
         at, g, weight = dense_offset
-        e = at.to(z.device).logits(z, metric)
+        e = at.to(z.device).logits(z, metric, scaled=scaled)
         d = d + (weight.to(z.device, e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
     return w0 * d + edge
 
 
 def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
     return decoder(z[pairs[0]], z[pairs[1]]).to(z.dtype)
+
+
+def edge_pair_loss(loss: PairLoss, w0: float, w1: float, weights: Tensor | None = None):
+    """``(f, consts)`` for :func:`pair_sum`: an edge's share ``w1 l1(s) - w0 l0(s)`` (``l1w(s, w)`` with per-pair
+    ``weights: (m,)``), the ``l0`` of the all-pairs sum taken back out for the pairs that are edges."""
+    if weights is None:
+        return (lambda s: w1 * loss.l1(s) - w0 * loss.l0(s)), ()
+    return (lambda s, w: w1 * loss.l1w(s, w) - w0 * loss.l0(s)), (weights,)
 
 
 def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,
@@ -308,13 +347,12 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
     s_pos, s_neg = full_precision(s_pos), full_precision(s_neg)
-    l1 = loss.l1(s_pos) if pos_weight is None else loss.l1w(s_pos, pos_weight.to(s_pos.dtype))  # (B,) weights
-    per_pair = w1 * l1 - w0 * loss.l0(s_pos)
-    edge = 2 * per_pair.sum()
+    per_pair, consts = edge_pair_loss(loss, w0, w1, None if pos_weight is None else pos_weight.to(s_pos.dtype))
+    edge = 2 * pair_sum(per_pair, s_pos, consts)
     if pos_loops is not None:
-        edge = edge - per_pair[pos_loops].sum()
+        edge = edge - pair_sum(per_pair, s_pos[pos_loops], tuple(c[pos_loops] for c in consts))
     pairs = float(num_nodes) ** 2 if num_pairs is None else float(num_pairs)
-    dense = loss.l0(s_neg).sum() * (pairs / max(s_neg.numel(), 1))
+    dense = pair_sum(loss.l0, s_neg) * (pairs / max(s_neg.numel(), 1))
     return edge / edge_fraction + w0 * dense
 
 

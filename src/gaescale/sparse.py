@@ -8,6 +8,7 @@ normalisation is), so the gradient ``dL/dX = A^T dL/dY`` costs exactly one more 
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -101,8 +102,17 @@ def _mm(csr: torch.Tensor, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     is off here: it would cast the product's inputs down again."""
     with torch.autocast(x.device.type, enabled=False):
         if x.dtype == dtype:
-            return torch.sparse.mm(csr, x)
-        return torch.sparse.mm(csr, x.to(dtype)).to(x.dtype)
+            return csr_mm(csr, x)
+        return csr_mm(csr, x.to(dtype)).to(x.dtype)
+
+
+def csr_mm(csr: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``csr @ x: (N_out, d)``. On the CPU, written straight into a new buffer: ``torch.sparse.mm`` there zeroes a
+    result and copies the product into it, two more passes over ``(N_out, d)`` (BENCHMARKS.md, "Linear cost")."""
+    if x.device.type != "cpu":
+        return torch.sparse.mm(csr, x)
+    out = x.new_empty(csr.shape[0], x.shape[1])
+    return torch.addmm(out, csr, x, beta=0.0, out=out)  # beta=0: out's contents are ignored, NaN included
 
 
 def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
@@ -186,13 +196,17 @@ class PairIndex:
             return torch.sparse_csr_tensor(self.indptr, self.cols, values, (self.num_nodes, self.num_nodes),
                                            check_invariants=False)
 
-    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None, *,
+               scaled: torch.Tensor | None = None) -> torch.Tensor:
         """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)`` (with ``metric: (d,)`` of signs,
-        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``."""
+        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``. ``scaled``: ``z * metric`` when the caller
+        has it already (one product for several pair sets)."""
         if z.shape[0] != self.num_nodes:
             raise ValueError(f"z has {z.shape[0]} rows but the pairs index {self.num_nodes} nodes")
         z = z.contiguous()
-        return _PairDot.apply(z if metric is None else z * metric, z, self.to(z.device))
+        if scaled is None:
+            scaled = z if metric is None else z * metric
+        return _PairDot.apply(scaled.contiguous(), z, self.to(z.device))
 
 
     def cross_logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -225,7 +239,7 @@ class _PairDot(torch.autograd.Function):
         g = grad_s.contiguous()
         # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
         column_term = _columns_scipy if v.device.type == "cpu" else _columns_scatter
-        return torch.sparse.mm(pidx._csr(g), v), column_term(pidx, g, u), None
+        return csr_mm(pidx._csr(g), v), column_term(pidx, g, u), None
 
 
 def _columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -234,8 +248,27 @@ def _columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch
     return torch.zeros_like(z).index_add_(0, pidx.cols, g[:, None] * z[pidx.rows()])
 
 
-def _columns_scipy(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """``G^T z: (N, d)`` with SciPy's transposed CSR product: on the CPU, faster than torch's scatter."""
-    gt = sp.csr_matrix((g.detach().numpy(), pidx.cols.numpy(), pidx.indptr.numpy()),
-                       shape=(pidx.num_nodes, pidx.num_nodes)).T
-    return torch.from_numpy(np.asarray(gt @ z.detach().numpy()))
+def _columns_scipy(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor, parts: int | None = None) -> torch.Tensor:
+    """``G^T z: (N, d)`` with SciPy's transposed CSR product: on the CPU, faster than torch's scatter. SciPy runs it on
+    one core, so the pairs are cut into ``parts`` row ranges of equal pair counts (default: torch's threads), each
+    range's ``G_r^T z_r`` runs in its own thread (SciPy lets go of the GIL) and the ``(N, d)`` results are added:
+    1.7x faster on 2 cores at 3M nodes, for one more ``(N, d)`` buffer per part beyond the first."""
+    n, m = pidx.num_nodes, pidx.num_pairs
+    indptr, cols = pidx.indptr.numpy(), pidx.cols.numpy()
+    gn, zn = g.detach().numpy(), z.detach().numpy()
+    parts = max(1, min(parts or torch.get_num_threads(), m // (1 << 16) or 1))  # small products stay in one
+    cuts = np.unique(np.searchsorted(indptr, np.linspace(0, m, parts + 1)[1:-1]))
+    bounds = [0, *cuts.tolist(), n]
+
+    def product(a: int, b: int) -> np.ndarray:  # rows a:b of G, transposed, times z[a:b]
+        lo, hi = int(indptr[a]), int(indptr[b])
+        block = sp.csr_matrix((gn[lo:hi], cols[lo:hi], indptr[a:b + 1] - lo), shape=(b - a, n))
+        return np.asarray(block.T @ zn[a:b])
+
+    if len(bounds) == 2:
+        return torch.from_numpy(product(0, n))
+    with ThreadPoolExecutor(len(bounds) - 1) as pool:
+        results = list(pool.map(product, bounds[:-1], bounds[1:]))
+    for r in results[1:]:
+        results[0] += r
+    return torch.from_numpy(results[0])
