@@ -113,7 +113,7 @@ def pair_sum(f: Callable[..., Tensor], s: Tensor, consts: tuple[Tensor, ...] = (
     differentiated), differentiable in ``s``. ``f`` is elementwise. It runs :data:`PAIR_CHUNK` pairs at a time and
     keeps only ``df/ds: (m,)`` for backward: the same value and gradient as ``f(s, *consts).sum()``, without the
     half-dozen ``(m,)`` temporaries (each fresh memory, once past glibc's 32 MiB) that the loss's elementwise steps
-    and their backward would allocate: BENCHMARKS.md, "Linear cost". The chunks' sums add up in float64."""
+    and their backward would allocate: BENCHMARKS.md, "Growth with the graph". The chunks' sums add up in float64."""
     return ValueAndGrad.apply(s, partial(_chunked_sum, f=f, consts=consts))
 
 
