@@ -300,7 +300,7 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
     s = pairs.logits(z, metric, scaled=scaled) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
     if edge_offset is not None:
         s = s + edge_offset.to(s.dtype)
-    per_pair, consts = edge_pair_loss(loss, w0, w1, None if pairs.weights is None else pairs.weights.to(s.dtype))
+    per_pair, consts = _edge_pair_loss(loss, w0, w1, None if pairs.weights is None else pairs.weights.to(s.dtype))
     edge = pair_sum(per_pair, s, consts) * (2 if edges == "undirected" else 1)
     if loops:
         mask = pairs.self_pair_mask()
@@ -322,7 +322,7 @@ def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:
     return decoder(z[pairs[0]], z[pairs[1]]).to(z.dtype)
 
 
-def edge_pair_loss(loss: PairLoss, w0: float, w1: float, weights: Tensor | None = None):
+def _edge_pair_loss(loss: PairLoss, w0: float, w1: float, weights: Tensor | None = None):
     """``(f, consts)`` for :func:`pair_sum`: an edge's share ``w1 l1(s) - w0 l0(s)`` (``l1w(s, w)`` with per-pair
     ``weights: (m,)``), the ``l0`` of the all-pairs sum taken back out for the pairs that are edges."""
     if weights is None:
@@ -347,7 +347,7 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
     s_pos, s_neg = full_precision(s_pos), full_precision(s_neg)
-    per_pair, consts = edge_pair_loss(loss, w0, w1, None if pos_weight is None else pos_weight.to(s_pos.dtype))
+    per_pair, consts = _edge_pair_loss(loss, w0, w1, None if pos_weight is None else pos_weight.to(s_pos.dtype))
     edge = 2 * pair_sum(per_pair, s_pos, consts)
     if pos_loops is not None:
         edge = edge - pair_sum(per_pair, s_pos[pos_loops], tuple(c[pos_loops] for c in consts))

@@ -108,7 +108,8 @@ def _mm(csr: torch.Tensor, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def csr_mm(csr: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``csr @ x: (N_out, d)``. On the CPU, written straight into a new buffer: ``torch.sparse.mm`` there zeroes a
-    result and copies the product into it, two more passes over ``(N_out, d)`` (BENCHMARKS.md, "Growth with the graph")."""
+    result and copies the product into it, two more passes over ``(N_out, d)`` (BENCHMARKS.md, "Growth with the
+    graph")."""
     if x.device.type != "cpu":
         return torch.sparse.mm(csr, x)
     out = x.new_empty(csr.shape[0], x.shape[1])
