@@ -65,18 +65,18 @@ def test_uniform_pairs_cover_all_ordered_pairs_evenly():
 
 def test_both_column_terms_of_the_pair_gradient_equal_the_dense_product():
     """The accelerator's scatter and the CPU's SciPy product compute the same ``G^T z`` (repeated pairs too)."""
-    from gaescale.sparse import _columns_scatter, _columns_scipy
+    from gaescale.sparse import columns_scatter, columns_scipy
     n = 30
     pidx = PairIndex.from_pairs(torch.randint(0, n, (2, 300), generator=torch.Generator().manual_seed(1)), n)
     g, z = torch.randn(300, dtype=torch.float64), torch.randn(n, 4, dtype=torch.float64)
     dense = torch.zeros(n, n, dtype=torch.float64).index_put_((pidx.rows(), pidx.cols), g, accumulate=True)
-    for column_term in (_columns_scatter, _columns_scipy):
+    for column_term in (columns_scatter, columns_scipy):
         assert torch.allclose(column_term(pidx, g, z), dense.T @ z)
 
 
 def test_the_column_term_cut_into_row_ranges_adds_up_to_the_dense_product():
     """SciPy's product run on row ranges in threads: every cut (more parts than rows, empty rows) gives ``G^T z``."""
-    from gaescale.sparse import _columns_scipy
+    from gaescale.sparse import columns_scipy
     n, m = 50, 300_000  # enough pairs that the product is cut (64Ki pairs per part at least)
     pairs = torch.randint(0, n, (2, m), generator=torch.Generator().manual_seed(2))
     pairs[0][pairs[0] == 7] = 8  # row 7 empty
@@ -84,7 +84,7 @@ def test_the_column_term_cut_into_row_ranges_adds_up_to_the_dense_product():
     g, z = torch.randn(m, dtype=torch.float64), torch.randn(n, 4, dtype=torch.float64)
     dense = torch.zeros(n, n, dtype=torch.float64).index_put_((pidx.rows(), pidx.cols), g, accumulate=True)
     for parts in (1, 2, 3, 4):
-        assert torch.allclose(_columns_scipy(pidx, g, z, parts), dense.T @ z)
+        assert torch.allclose(columns_scipy(pidx, g, z, parts), dense.T @ z)
 
 
 def test_operators_move_once_and_stay_put_on_their_device():

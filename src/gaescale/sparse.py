@@ -239,17 +239,17 @@ class _PairDot(torch.autograd.Function):
             return torch.zeros_like(u), torch.zeros_like(v), None
         g = grad_s.contiguous()
         # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
-        column_term = _columns_scipy if v.device.type == "cpu" else _columns_scatter
+        column_term = columns_scipy if v.device.type == "cpu" else columns_scatter
         return csr_mm(pidx._csr(g), v), column_term(pidx, g, u), None
 
 
-def _columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+def columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """``G^T z: (N, d)`` by an atomic scatter of ``g_k z_{i_k}`` into row ``j_k``: fast on accelerators (the
-    GPU path; tested on the CPU against :func:`_columns_scipy`)."""
+    GPU path; tested on the CPU against :func:`columns_scipy`)."""
     return torch.zeros_like(z).index_add_(0, pidx.cols, g[:, None] * z[pidx.rows()])
 
 
-def _columns_scipy(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor, parts: int | None = None) -> torch.Tensor:
+def columns_scipy(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor, parts: int | None = None) -> torch.Tensor:
     """``G^T z: (N, d)`` with SciPy's transposed CSR product: on the CPU, faster than torch's scatter. SciPy runs it on
     one core, so the pairs are cut into ``parts`` row ranges of equal pair counts (default: torch's threads), each
     range's ``G_r^T z_r`` runs in its own thread (SciPy lets go of the GIL) and the ``(N, d)`` results are added:
