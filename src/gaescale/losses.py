@@ -186,7 +186,7 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
-        s = PairIndex.uniform(n, num_samples, generator).to(z.device).logits(z, metric, scaled=scaled)
+        s = _logits(PairIndex.uniform(n, num_samples, generator).to(z.device), z, metric, scaled)
         return pair_sum(loss.l0, s) * (float(n) * n / num_samples)
     if strategy == "exact":
         if z.is_cuda:
@@ -297,7 +297,7 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
     if metric is not None:
         metric = metric.to(z.device, z.dtype)
     scaled = None if metric is None or decoder is not None else z.contiguous() * metric  # z M, once for every pair set
-    s = pairs.logits(z, metric, scaled=scaled) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
+    s = _logits(pairs, z, metric, scaled) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
     if edge_offset is not None:
         s = s + edge_offset.to(s.dtype)
     per_pair, consts = _edge_pair_loss(loss, w0, w1, None if pairs.weights is None else pairs.weights.to(s.dtype))
@@ -313,9 +313,15 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
     if dense_offset is not None:  # sum over T of l0(s + g) - l0(s): the dense term of the whole logits
         at, g, weight = dense_offset
-        e = at.to(z.device).logits(z, metric, scaled=scaled)
+        e = _logits(at.to(z.device), z, metric, scaled)
         d = d + (weight.to(z.device, e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
     return w0 * d + edge
+
+
+def _logits(pairs: PairIndex, z: Tensor, metric: Tensor | None, scaled: Tensor | None) -> Tensor:
+    """The pairs' logits ``z_i^T M z_j``, from ``scaled = z M`` where the caller computed it once for several pair
+    sets (:meth:`PairIndex.cross_logits`), else from ``metric`` (:meth:`PairIndex.logits`)."""
+    return pairs.logits(z, metric) if scaled is None else pairs.cross_logits(scaled, z)
 
 
 def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:

@@ -197,17 +197,13 @@ class PairIndex:
             return torch.sparse_csr_tensor(self.indptr, self.cols, values, (self.num_nodes, self.num_nodes),
                                            check_invariants=False)
 
-    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None, *,
-               scaled: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
         """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)`` (with ``metric: (d,)`` of signs,
-        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``. ``scaled``: ``z * metric`` when the caller
-        has it already (one product for several pair sets)."""
+        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``."""
         if z.shape[0] != self.num_nodes:
             raise ValueError(f"z has {z.shape[0]} rows but the pairs index {self.num_nodes} nodes")
         z = z.contiguous()
-        if scaled is None:
-            scaled = z if metric is None else z * metric
-        return _PairDot.apply(scaled.contiguous(), z, self.to(z.device))
+        return _PairDot.apply(z if metric is None else z * metric, z, self.to(z.device))
 
 
     def cross_logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
