@@ -10,7 +10,15 @@ from gaescale.losses import KINDS, reconstruction_loss
 from gaescale.models import GAE, bias_metric, with_bias
 from gaescale.run.scan import top_k, with_two_hop
 from gaescale.sparse import PairIndex
-from gaescale.structure import PairFeatures, StructuralPart, StructuralScores, TwoHop, calibrate, two_hop_pool
+from gaescale.structure import (
+    PairFeatures,
+    SampledTwoHop,
+    StructuralPart,
+    StructuralScores,
+    TwoHop,
+    calibrate,
+    two_hop_pool,
+)
 from gaescale.training.evaluate import filtered_ranking, pair_scores
 
 
@@ -46,7 +54,7 @@ def test_candidates_are_the_two_hop_nodes_and_batches_cover_the_queries():
     parts = list(f.query_batches(queries, budget=30))
     assert np.array_equal(np.concatenate([queries[p] for p in parts]), queries)
     for p in parts:  # within the budget, or a single query
-        assert p.stop - p.start == 1 or (f.paths[queries[p]] + 1).sum() <= 30
+        assert p.stop - p.start == 1 or (f.paths_of(queries[p]) + 1).sum() <= 30
 
 
 def test_two_hop_pool_is_every_two_hop_pair_or_an_unbiased_sample_of_them():
@@ -71,7 +79,7 @@ class _Few:
     """PairFeatures whose graph claims more two-hop paths than any pool size: the pool is then a sample."""
 
     def __init__(self, features):
-        self.raw, self.candidates, self.paths = features.raw, features.candidates, features.paths + 10**9
+        self.raw, self.candidates, self.total_paths = features.raw, features.candidates, features.total_paths + 10**9
 
 
 def test_structural_part_is_nonnegative_and_starts_at_init():
@@ -223,3 +231,53 @@ def test_the_structural_part_where_it_cannot_train_is_refused_by_name(options, w
     from gaescale.errors import ParameterError
     with pytest.raises(ParameterError, match=word):
         TrainConfig(**options)
+
+
+def test_draw_wedges_estimates_every_sum_over_the_two_hop_pairs_without_bias():
+    edges, g = _graph()
+    edges = np.concatenate([edges, [[0], [g.num_nodes]]], axis=1)  # a node of degree 1: its slot names no wedge
+    g = Graph.from_edge_index(edges, g.num_nodes + 1, canonical=True)
+    a = dense_adjacency(edges, g.num_nodes).numpy()
+    cn = a @ a
+    np.fill_diagonal(cn, 0)
+    pairs, phi, weight = SampledTwoHop(g).draw(200_000, torch.Generator().manual_seed(0))
+    u, v = pairs
+    assert np.all(u != v) and np.all(cn[u, v] > 0) and u.size < 200_000  # the degree-1 centre's slots dropped
+    np.testing.assert_allclose(phi.numpy(), np.log1p(dense_features(edges, g.num_nodes)[u, v]), rtol=1e-6)
+    fvals = 2 + np.sin(np.arange(g.num_nodes))[:, None] + np.cos(np.arange(g.num_nodes))[None, :]
+    w = weight.numpy()
+    assert (w * fvals[u, v]).sum() == pytest.approx((fvals * (cn > 0)).sum(), rel=0.02)
+    assert w.sum() == pytest.approx((cn > 0).sum(), rel=0.02)
+
+
+class _Lookup(torch.nn.Module):
+    """An encoder that returns its input rows: a learnt table's, so that a step's z are the nodes' own rows."""
+
+    def forward(self, x, graph):
+        return x
+
+
+def test_neighbour_sampled_steps_with_the_structural_part_estimate_the_whole_loss():
+    """The mean of many steps of NeighborLinks (edges, uniform pairs and drawn wedges) against the loss of the whole
+    logits computed exactly (every pair, all of T), value and the structural weights' gradient."""
+    from gaescale.training.strategies import NeighborLinks
+    n = 30
+    edges, g = _graph(n, 70, seed=2)
+    torch.manual_seed(0)
+    x = torch.randn(n, 3, dtype=torch.float64)
+    model = GAE(_Lookup(), node_bias=n, structure=StructuralPart()).double()
+    model.node_bias.data = torch.randn(n, dtype=torch.float64) * 0.1
+    model.structure.theta.data = torch.tensor([0.1, -0.3, 0.4], dtype=torch.float64)
+    pairs = PairIndex.from_pairs(torch.from_numpy(edges), n)
+    exact = model.loss(model(x, g), pairs, two_hop=TwoHop(g, pool_size=10**6), kind="bce", dense="exact")
+    (exact_grad,) = torch.autograd.grad(exact, model.structure.theta)
+    gen, two_hop, values, grads = torch.Generator().manual_seed(1), SampledTwoHop(g), [], []
+    while len(values) < 3000:  # epochs of 5 steps (70 edges, 16 a step)
+        for loss in NeighborLinks([2], 16).steps(model, x, g, None, gen, {"two_hop": two_hop, "kind": "bce"}):
+            values.append(loss.item())
+            grads.append(torch.autograd.grad(loss, model.structure.theta)[0].numpy())
+    values, grads = np.array(values), np.array(grads)
+    assert abs(values.mean() - exact.item()) < 4 * values.std() / np.sqrt(values.size)
+    assert np.all(np.abs(grads.mean(0) - exact_grad.numpy()) < 4 * grads.std(0) / np.sqrt(values.size) + 1e-12)
+    with pytest.raises(ValueError, match="structural part"):  # a model with one and no draws: refused, not ignored
+        next(NeighborLinks([2], 16).steps(model, x, g, None, torch.Generator(), {}))

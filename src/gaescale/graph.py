@@ -273,6 +273,15 @@ def neighbour_pairs(graph: Graph, q: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return rows, graph.indices[np.repeat(starts, counts) + offsets].astype(np.int64)
 
 
+def adjacency_rows(graph: Graph, nodes: np.ndarray) -> sp.csr_matrix:
+    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency, read from the graph's CSR where they lie:
+    never a matrix over the whole graph, so a memory-mapped graph of a billion edges costs only the rows asked for."""
+    nodes = np.asarray(nodes, np.int64)
+    _, cols = neighbour_pairs(graph, nodes)
+    indptr = np.concatenate([[0], np.cumsum(graph.degree[nodes])]).astype(np.int64)
+    return sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(nodes.size, graph.num_nodes))
+
+
 def data_fingerprint(*arrays: np.ndarray | None) -> str:
     """A hash of the graph's CSR arrays and the features (about 0.1 s per 50 MB)."""
     h = hashlib.blake2b(digest_size=16)

@@ -338,7 +338,8 @@ def _edge_pair_loss(loss: PairLoss, w0: float, w1: float, weights: Tensor | None
 
 def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pairs: int, edge_fraction: float,
                    kind: str = "bce", weighting: str | None = None, pos_loops: Tensor | None = None,
-                   pos_weight: Tensor | None = None, num_pairs: float | None = None) -> Tensor:
+                   pos_weight: Tensor | None = None, num_pairs: float | None = None,
+                   dense_offset: tuple[Tensor, Tensor, Tensor] | None = None) -> Tensor:
     """An unbiased estimate of the full loss :func:`reconstruction_loss` (``dense='sampled'``) from one
     mini-batch of a link loader: ``s_pos: (B,)`` the logits of a uniformly drawn share ``edge_fraction``
     of the training edges (each undirected edge once; ``pos_loops: (B,)`` bool marks self pairs
@@ -349,6 +350,10 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     drawn edges' weights (a weighted graph, as in :func:`reconstruction_loss`). ``num_pairs``: ``s_neg`` was drawn
     uniformly from a block of that many ordered pairs instead of all ``N^2`` (a bucket of
     :class:`gaescale.training.buckets.PartitionBuckets`, whose loss is then that block's share of the full loss).
+    With the structural part of the logit (:mod:`gaescale.structure`), ``s_pos`` are the edges' whole logits, ``s_neg``
+    the embeddings' alone, and ``dense_offset = (e: (P,), g: (P,), weight: (P,))`` the embeddings' logits of drawn
+    two-hop pairs, their structural part and their weights (:meth:`gaescale.structure.SampledTwoHop.draw`): the dense
+    term adds ``sum weight (l0(e + g) - l0(e))``, as :func:`reconstruction_loss`'s ``dense_offset``.
     """
     loss, weighting = resolve_kind(kind, weighting)
     w0, w1 = pair_weights(weighting, num_nodes, num_edge_pairs)
@@ -359,6 +364,9 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
         edge = edge - pair_sum(per_pair, s_pos[pos_loops], tuple(c[pos_loops] for c in consts))
     pairs = float(num_nodes) ** 2 if num_pairs is None else float(num_pairs)
     dense = pair_sum(loss.l0, s_neg) * (pairs / max(s_neg.numel(), 1))
+    if dense_offset is not None:
+        e, g, weight = (full_precision(t) for t in dense_offset)
+        dense = dense + (weight.to(e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
     return edge / edge_fraction + w0 * dense
 
 

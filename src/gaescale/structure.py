@@ -26,7 +26,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from .graph import Graph
+from .graph import Graph, adjacency_rows, neighbour_pairs, sorted_unique
 from .sparse import PairIndex
 
 FEATURES = ("common_neighbours", "adamic_adar", "resource_allocation")
@@ -36,15 +36,16 @@ MEMO_BYTES = 1 << 28  # pair features remembered for pair sets asked again (256 
 
 class PairFeatures:
     """Common neighbours, Adamic-Adar and resource allocation of node pairs on ``graph`` (the training graph:
-    held-out edges must not be in it), computed on the pairs only."""
+    held-out edges must not be in it), computed on the pairs only, from the CSR rows of their endpoints
+    (:func:`gaescale.graph.adjacency_rows`): no matrix or ``(N,)`` array beyond the graph's own degrees, so a
+    memory-mapped graph of a billion edges costs only the rows a batch of pairs reads."""
 
     def __init__(self, graph: Graph):
-        degree = graph.degree.astype(np.float64)
+        self.graph = graph
         self.num_nodes = graph.num_nodes
-        self.adj = graph.adjacency().astype(np.float64)
-        self.inv_log = inv_log_degree(degree)
-        self.inv_degree = 1.0 / np.maximum(degree, 1.0)
-        self.paths = two_hop_paths(self.adj, degree)
+        self.degree = graph.degree
+        # ordered two-hop paths u - w - v (v = u included) from all nodes: sum over w of k(w)^2
+        self.total_paths = float(np.dot(self.degree, self.degree))  # int64: no (N,) temporary
         self._memo: dict[bytes, object] = {}  # results for pair sets asked again (validation, every epoch)
         self._memo_bytes = 0
 
@@ -58,6 +59,10 @@ class PairFeatures:
             self._memo[key], self._memo_bytes = value, self._memo_bytes + size
         return value
 
+    def paths_of(self, u: np.ndarray) -> np.ndarray:
+        """``(b,)`` float64 two-hop paths from each of ``u`` (:func:`two_hop_paths`)."""
+        return two_hop_paths(self.graph, u)
+
     def raw(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True) -> np.ndarray:
         """``(P, 3)`` float64 ``[CN, AA, RA]`` of the pairs ``(u[i], v[i])`` (with ``remember``, kept for pair sets
         asked again, as validation asks every epoch: do not modify the result)."""
@@ -69,13 +74,14 @@ class PairFeatures:
     def _raw(self, u: np.ndarray, v: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         out = np.zeros((u.size, 3), np.float64)
         for s in range(0, u.size, chunk):
-            common = self.adj[u[s:s + chunk]].multiply(self.adj[v[s:s + chunk]]).tocsr()
+            common = adjacency_rows(self.graph, u[s:s + chunk]).multiply(adjacency_rows(self.graph, v[s:s + chunk]))
+            common = common.tocsr()
             rows = np.repeat(np.arange(common.shape[0]), np.diff(common.indptr))
-            cols = common.indices
+            k = self.degree[common.indices]
             b = common.shape[0]
             out[s:s + b, 0] = np.bincount(rows, minlength=b)
-            out[s:s + b, 1] = np.bincount(rows, weights=self.inv_log[cols], minlength=b)
-            out[s:s + b, 2] = np.bincount(rows, weights=self.inv_degree[cols], minlength=b)
+            out[s:s + b, 1] = np.bincount(rows, weights=inv_log_degree(k), minlength=b)
+            out[s:s + b, 2] = np.bincount(rows, weights=1.0 / np.maximum(k, 1), minlength=b)
         return out
 
     def pairs(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True) -> torch.Tensor:
@@ -87,7 +93,7 @@ class PairFeatures:
     def query_batches(self, queries: np.ndarray, budget: int = CANDIDATE_BUDGET):
         """Consecutive slices of ``queries`` whose two-hop paths add up to at most ``budget`` (at least one query
         each): the batches :meth:`candidates` expands within bounded memory, however large the hubs."""
-        return batches_by_paths(self.paths, queries, budget)
+        return batches_by_paths(self.paths_of(queries), np.arange(np.size(queries)), budget)
 
     def candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The two-hop candidates of queries ``u: (b,)``: ``(rows, nodes)``, every node ``nodes[i]`` other than
@@ -97,12 +103,26 @@ class PairFeatures:
         return self._remembered(_key(b"candidates", u), lambda: self._candidates(u))
 
     def _candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        reach = (self.adj[u] @ self.adj).tocsr()
-        reach.sort_indices()
+        reach = two_hop_rows(self.graph, u)
         rows = np.repeat(np.arange(u.size, dtype=np.int64), np.diff(reach.indptr))
         nodes = reach.indices.astype(np.int64)
         keep = nodes != u[rows]
         return rows[keep], nodes[keep]
+
+
+def two_hop_rows(graph: Graph, u: np.ndarray, weight=None) -> sp.csr_matrix:
+    """``(b, N)`` CSR with sorted indices: ``A[u] diag(weight(k)) A``, the rows of the queries ``u: (b,)`` in the
+    product of the 0/1 adjacency with itself, each common neighbour ``w`` counting ``weight(k(w))`` (``weight``: a
+    function of the degrees; 1 when None), so the common neighbours or, with :func:`inv_log_degree`, Adamic-Adar of
+    ``u`` and every node. Reads the rows of ``u`` and of their neighbours only (a batch costs its two-hop paths)."""
+    mine = adjacency_rows(graph, u)
+    mids = sorted_unique(mine.indices.astype(np.int64))
+    cols = np.searchsorted(mids, mine.indices)
+    values = np.ones(mids.size) if weight is None else weight(graph.degree[mids])
+    left = sp.csr_matrix((values[cols], cols, mine.indptr), shape=(mine.shape[0], mids.size))
+    reach = (left @ adjacency_rows(graph, mids)).tocsr()
+    reach.sort_indices()
+    return reach
 
 
 def inv_log_degree(degree: np.ndarray) -> np.ndarray:
@@ -112,10 +132,11 @@ def inv_log_degree(degree: np.ndarray) -> np.ndarray:
     return np.where(degree > 1, 1.0 / np.log(np.maximum(degree, 2.0)), 0.0)
 
 
-def two_hop_paths(adj: sp.csr_matrix, degree: np.ndarray) -> np.ndarray:
-    """``(N,)`` the two-hop paths from each node of the 0/1 adjacency ``adj``: the sum of its neighbours' degrees,
-    a bound on its two-hop neighbourhood (what a row of ``A @ A`` stores)."""
-    return np.asarray(adj @ np.asarray(degree, np.float64)).ravel()
+def two_hop_paths(graph: Graph, u: np.ndarray) -> np.ndarray:
+    """``(b,)`` float64 the two-hop paths from each of the nodes ``u``: the sum of its neighbours' degrees, a bound on
+    its two-hop neighbourhood (what its row of ``A @ A`` stores); reads the rows of ``u`` only."""
+    rows, nodes = neighbour_pairs(graph, np.asarray(u, np.int64))
+    return np.bincount(rows, weights=graph.degree[nodes], minlength=np.size(u)).astype(np.float64)
 
 
 def batches_by_paths(paths: np.ndarray, queries: np.ndarray, budget: int = CANDIDATE_BUDGET, batch: int | None = None):
@@ -218,7 +239,7 @@ class TwoHop:
         self.pool = PairIndex.from_pairs(torch.from_numpy(np.stack([u, v])), graph.num_nodes)
         self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
         self.pool_weight = torch.from_numpy(importance)
-        linked = np.asarray(self.features.adj[u, v]).ravel() > 0 if u.size else np.zeros(0, bool)
+        linked = graph.has_edges(u, v) if u.size else np.zeros(0, bool)
         self.negatives = PairIndex.from_pairs(torch.from_numpy(np.stack([u[~linked], v[~linked]])), graph.num_nodes)
         self.negatives_phi = self.pool_phi[torch.from_numpy(~linked)]
 
@@ -229,6 +250,56 @@ class TwoHop:
             uv = pairs.pairs().cpu().numpy()
             self._pairs_phi = (pairs, self.features.pairs(uv[0], uv[1], remember=False))
         return self._pairs_phi[1]
+
+
+class SampledTwoHop:
+    """What a mini-batch loss needs of the training graph for the structural part (:class:`TwoHop`'s counterpart for
+    :class:`gaescale.training.strategies.NeighborLinks`): the pair features of the batch's pairs, computed on them
+    (``features``), and every step's own draw of two-hop pairs (:meth:`draw`), so that nothing is held per edge or
+    per node beyond the graph (a memory-mapped graph of a billion edges)."""
+
+    weight = 0.0  # no hard-negative term here (full batch only)
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.features = PairFeatures(graph)
+
+    def phi(self, pairs: np.ndarray) -> torch.Tensor:
+        """``phi: (P, 3)`` float32 of ``pairs: (2, P)`` (0 for a pair ``(i, i)``)."""
+        return self.features.pairs(pairs[0], pairs[1], remember=False)
+
+    def draw(self, count: int, generator: torch.Generator) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+        """``(pairs: (2, P), phi: (P, 3) float32, weight: (P,) float64)``, ``P <= count``: two-hop pairs from
+        :func:`draw_wedges`, each weighing its wedge's inverse probability over ``CN(u, v)``: ``sum weight f(u, v)``
+        estimates ``sum over T of f`` without bias (``T`` the ordered two-hop pairs)."""
+        u, v, inverse = draw_wedges(self.graph, count, generator)
+        raw = self.features.raw(u, v, remember=False)
+        phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
+        return np.stack([u, v]), phi, torch.from_numpy(inverse / np.maximum(raw[:, 0], 1.0))
+
+
+def draw_wedges(graph: Graph, count: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(u, v, inverse)``: up to ``count`` ordered wedges ``u - c - v`` (``u != v``, both neighbours of ``c``). A
+    uniform slot of the CSR names the centre ``c`` and ``u`` (probability ``1 / S``, ``S`` slots), then ``v`` is
+    another neighbour of ``c`` drawn uniformly (``1 / (k(c) - 1)``); a slot at a centre of degree 1 names no wedge
+    and is dropped. ``inverse = S (k(c) - 1) / count``, the inverse probability of the wedge over the ``count``
+    draws: ``sum inverse f(u, v) / CN(u, v)`` estimates ``sum over T of f`` without bias, whatever the degrees. Reads
+    ``2 count`` entries of the CSR, never the whole of it (no per-node table)."""
+    slots = int(graph.indices.size)
+    if not slots:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+    r = torch.randint(0, slots, (count,), generator=generator).numpy()
+    other = torch.rand(count, generator=generator, dtype=torch.float64).numpy()
+    c = np.searchsorted(graph.indptr, r, side="right") - 1
+    k = np.asarray(graph.degree[c], np.int64)
+    keep = k > 1
+    r, c, k, other = r[keep], c[keep], k[keep], other[keep]
+    start = np.asarray(graph.indptr[c], np.int64)
+    i = r - start
+    j = (i + 1 + np.minimum((other * (k - 1)).astype(np.int64), k - 2)) % k  # any neighbour but the i-th
+    u = np.asarray(graph.indices[r], np.int64)
+    v = np.asarray(graph.indices[start + j], np.int64)
+    return u, v, slots * (k - 1).astype(np.float64) / count
 
 
 def two_hop_pool(graph: Graph, features: PairFeatures, size: int, rng: np.random.Generator
@@ -242,7 +313,7 @@ def two_hop_pool(graph: Graph, features: PairFeatures, size: int, rng: np.random
     total = float(wedges.sum())
     if total == 0 or size < 1:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), np.empty((0, 3))
-    if features.paths.sum() <= size:  # all of T, exactly
+    if features.total_paths <= size:  # all of T, exactly
         rows, nodes = features.candidates(np.arange(graph.num_nodes))
         return rows, nodes, np.ones(rows.size, np.float64), features.raw(rows, nodes, remember=False)
     centre = rng.choice(graph.num_nodes, size=size, p=wedges / total)
@@ -278,4 +349,4 @@ class StructuralScores:
 
     def batches(self, queries: np.ndarray, batch: int):
         """Slices of ``queries`` of at most ``batch`` each whose two-hop candidates fit the candidate budget."""
-        return batches_by_paths(self.features.paths, queries, batch=batch)
+        return batches_by_paths(self.features.paths_of(queries), np.arange(np.size(queries)), batch=batch)

@@ -209,7 +209,7 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
     else:
         embed = lambda: embed_sharded(model, shards, block=block)  # noqa: E731
     has_val = rt.is_main and placed.split.val_pos.shape[1] > 0
-    two_hop, val_rank = ranking_parts(config, model, train_graph, placed.split, has_val)
+    two_hop, val_rank = ranking_parts(config, model, train_graph, placed.split, has_val, sizes.strategy)
     memory = {"setup_peak_rss_bytes": peak_rss_bytes()}  # reading, graph and split; training's own peak apart
     phase_measured = reset_peak_rss()
     memory["training_start_rss_bytes"] = rss_bytes()  # what training starts from: graph, split, features, model

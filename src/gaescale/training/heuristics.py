@@ -14,20 +14,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import Graph, neighbour_pairs, sorted_unique
-from ..structure import batches_by_paths, inv_log_degree
+from ..graph import Graph, adjacency_rows
+from ..structure import batches_by_paths, inv_log_degree, two_hop_paths, two_hop_rows
 from .evaluate import auc_ap, filtered_pairs, filtered_ranks, known_lookup, ranking_summary, sample_positives
 
 HEURISTICS = ("adamic_adar", "common_neighbours", "degree_product")
-
-
-def adjacency_rows(graph: Graph, nodes: np.ndarray) -> sp.csr_matrix:
-    """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency, read from the graph's CSR where they lie:
-    never a matrix over the whole graph, so a memory-mapped graph of a billion edges costs only the rows asked for."""
-    nodes = np.asarray(nodes, np.int64)
-    _, cols = neighbour_pairs(graph, nodes)
-    indptr = np.concatenate([[0], np.cumsum(graph.degree[nodes])]).astype(np.int64)
-    return sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(nodes.size, graph.num_nodes))
 
 
 def heuristic_scores(graph: Graph, pairs: np.ndarray, *, chunk: int = 1 << 16) -> dict[str, np.ndarray]:
@@ -80,21 +71,14 @@ def heuristic_ranking(graph: Graph, pos: np.ndarray, known, *, max_positives: in
     sorted_degree = np.sort(degree)
     ranks = {name: np.empty(pos.shape[1], np.float64) for name in HEURISTICS}
     eps = np.finfo(np.float64).eps
-    queries = adjacency_rows(graph, pos[0])  # the queries' rows; below, their neighbours' (never all of A)
-    paths = np.asarray(queries @ degree).ravel()  # a batch's products store at most its queries' two-hop paths
+    paths = two_hop_paths(graph, pos[0])  # a batch's products store at most its queries' two-hop paths
     for part in batches_by_paths(paths, np.arange(pos.shape[1]), batch=batch):
         u, v = pos[0, part], pos[1, part]
         rows, nodes = filtered_pairs(lookup, u, v, n)
         first = np.arange(u.size)
-        mine = queries[part]
-        mids = sorted_unique(mine.indices.astype(np.int64))  # A[u] @ A needs the rows of u's neighbours only
-        cols = np.searchsorted(mids, mine.indices)
-        adj = adjacency_rows(graph, mids)
-        for name, weights, rtol in (("adamic_adar", inv_log_degree(degree[mids]), 4 * eps * (degree[u] + 2)),
-                                    ("common_neighbours", np.ones(mids.size), 0.0)):
-            left = sp.csr_matrix((weights[cols], cols, mine.indptr), shape=(u.size, mids.size))
-            m = (left @ adj).tocsr()
-            m.sort_indices()
+        for name, weight, rtol in (("adamic_adar", inv_log_degree, 4 * eps * (degree[u] + 2)),
+                                   ("common_neighbours", None, 0.0)):
+            m = two_hop_rows(graph, u, weight)
             thr = _entries(m, first, v)
             hi, lo = thr * (1 + rtol), thr * (1 - rtol)
             above, tied = _sparse_counts(m, hi, lo, n)

@@ -170,18 +170,28 @@ class NeighborLinks:
         weights = dict(kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"),
                        num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0))
         neg_ratio = float(loss_kwargs.get("neg_ratio", 1.0))
+        two_hop = loss_kwargs.get("two_hop")  # the structural part's (gaescale.structure.SampledTwoHop), or None
+        if (two_hop is None) != (getattr(model, "structure", None) is None):
+            raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.SampledTwoHop) in its "
+                             "loss, and a two_hop= needs a GAE with one")
         for _ in range(-(-items // (self.batch_size * self.world_size))):
             pos, loops = sample_edges(graph, self.batch_size, generator, self_loops=self.self_loops)
             b = pos.shape[1]
             neg = torch.randint(0, n, (2, max(1, round(neg_ratio * b))), generator=generator)
-            ends = torch.cat([torch.from_numpy(pos), neg], dim=1)
+            wedges = two_hop.draw(b, generator) if two_hop is not None else None
+            ends = torch.cat([torch.from_numpy(pos), neg] + ([] if wedges is None else [torch.from_numpy(wedges[0])]),
+                             dim=1)
             seeds, where = torch.unique(ends, return_inverse=True)
             sub, _ = neighbor_subgraph(graph, seeds.numpy(), self.fanouts, generator)
             z = full_precision(model(None if x is None else x[index_on(sub.node_ids, x)], sub))
             where = where.to(z.device)
             s = model.logits(z, where)
-            loss = minibatch_loss(s[:b], s[b:], edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
-                                  pos_weight=_pos_weights(graph, pos, loops, z.device), **weights)
+            s_pos, s_neg, offset = s[:b], s[b:b + neg.shape[1]], None
+            if wedges is not None:  # the whole logits: the edges' with w . phi, the two-hop pairs' correction
+                s_pos = s_pos + model.structure(two_hop.phi(pos).to(z.device))
+                offset = (s[b + neg.shape[1]:], model.structure(wedges[1].to(z.device)), wedges[2].to(z.device))
+            loss = minibatch_loss(s_pos, s_neg, edge_fraction=b / items, pos_loops=torch.from_numpy(loops).to(z.device),
+                                  pos_weight=_pos_weights(graph, pos, loops, z.device), dense_offset=offset, **weights)
             if hasattr(model, "kl"):
                 loss = loss + model.kl() / n
             yield loss
