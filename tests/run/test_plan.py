@@ -218,3 +218,15 @@ def test_a_featureless_table_larger_than_memory_is_planned_on_disk_in_partitions
     assert choose(with_features, fits, config).strategy == "neighbor"
     with pytest.raises(gaescale.ParameterError, match="the smallest predicted peak"):  # not the table's message
         choose(with_features, fits - 1, config)
+
+
+def test_neighbour_sampling_counts_the_structural_parts_two_hop_pairs():
+    """A step with the structural part draws as many two-hop pairs as edges: a third more pairs scored, and their
+    endpoints seed the computation graph (what a step of NeighborLinks holds)."""
+    def neighbor(**options):
+        config = gaescale.TrainConfig(hidden="16,16", dim=8, strategy="neighbor", batch_size=100_000, **options)
+        return next(p for p in plan(config, 1_000_000, 6_000_000, 8) if p.strategy == "neighbor")
+    off, on = neighbor(structure="off"), neighbor(structure="on")
+    assert on.pair_evals == pytest.approx(1.5 * off.pair_evals)
+    assert on.peak_bytes > off.peak_bytes
+    assert neighbor(structure="off", decoder="hadamard", dense="sampled").pair_evals == off.pair_evals

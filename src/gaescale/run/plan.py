@@ -201,17 +201,20 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
 
 def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: float,
               evaluation: tuple[float, float, float], per_pass: float, spmm_width: float) -> StrategyPlan:
-    """``neighbor``: a step holds its sampled computation graph (:func:`_neighbour_reach`) and its operator."""
+    """``neighbor``: a step holds its sampled computation graph (:func:`_neighbour_reach`) and its operator; with the
+    structural part (on unless ``structure='off'`` or a pair decoder), as many two-hop pairs as edges too (their
+    endpoints seed the computation graph)."""
     first, kept, evaluation = evaluation
     opts, widths, sage = config.strategy_options(int(n)), config.encoder_dims, config.encoder == "sage"
     batch, fanouts = opts["batch_size"], opts["fanouts"]
-    nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch, fanouts)
+    pairs = 1 + config.neg_ratio + (config.structure != "off" and config.decoder != "hadamard")
+    nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch * pairs, fanouts)
     steps = -(-int(et) // batch)
     step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec)
             + max(_build(nc, ec, sage), _operator(nc, ec, sage)
-                  + _activations(nc, widths, sage) + PER_PAIR * batch * (1 + config.neg_ratio)))
+                  + _activations(nc, widths, sage) + PER_PAIR * batch * pairs))
     return StrategyPlan("neighbor", int(resident), int(max(first, kept + max(step, evaluation))),
-                        steps * ((2 * ec + nc) * spmm_width + nc * per_pass), steps * batch * (1 + config.neg_ratio),
+                        steps * ((2 * ec + nc) * spmm_width + nc * per_pass), steps * batch * pairs,
                         steps, f"{batch:,} edges per step, fan-outs {','.join(map(str, fanouts))}; "
                         f"computation graph ~{int(nc):,} nodes")
 
@@ -237,10 +240,10 @@ def _partitioned(config: TrainConfig, n: float, et: float, resident: float, eval
                         f"state), {parts:,} partitions, {steps:,} buckets")
 
 
-def _neighbour_reach(n: float, e: float, et: float, batch: int, fanouts) -> tuple[float, float, float]:
+def _neighbour_reach(n: float, e: float, et: float, pairs: float, fanouts) -> tuple[float, float, float]:
     """``(nodes, training edges, sampled edges)`` of one neighbour-sampling step's computation graph: the endpoints
-    of ``batch`` edges and as many sampled pairs, then up to ``k`` neighbours of every new node per hop."""
-    seeds = min(n, 4.0 * batch)  # endpoints of the batch's edges and of as many sampled pairs
+    of its ``pairs`` (edges, sampled pairs, two-hop pairs), then up to ``k`` neighbours of every new node per hop."""
+    seeds = min(n, 2.0 * pairs)
     reach, frontier = seeds, seeds
     sampled_edges = 0.0
     for k in fanouts:  # each hop: up to k neighbours of every new node, at most the graph
