@@ -281,3 +281,17 @@ def test_neighbour_sampled_steps_with_the_structural_part_estimate_the_whole_los
     assert np.all(np.abs(grads.mean(0) - exact_grad.numpy()) < 4 * grads.std(0) / np.sqrt(values.size) + 1e-12)
     with pytest.raises(ValueError, match="structural part"):  # a model with one and no draws: refused, not ignored
         next(NeighborLinks([2], 16).steps(model, x, g, None, torch.Generator(), {}))
+
+
+@pytest.mark.parametrize("strategy, structure", [("full", "on"), ("neighbor", "on"), ("cluster", "off"),
+                                                 ("fastgae", "off")])
+def test_auto_trains_the_structural_part_where_its_loss_can_be_estimated(strategy, structure):
+    from gaescale.config import TrainConfig
+    from gaescale.errors import ParameterError
+    from gaescale.parallel.runtime import Local
+    from gaescale.run.ranking import resolve_structure
+    got = resolve_structure(TrainConfig(), strategy, Local())
+    assert (got.structure, got.select) == (structure, "mrr" if structure == "on" else "auc")
+    if strategy != "full":  # the hard negatives' pool is drawn once over the whole graph: full batch only
+        with pytest.raises(ParameterError, match="'hard_negatives' parameter of train must be 0 where"):
+            resolve_structure(TrainConfig(hard_negatives=1.0), strategy, Local())

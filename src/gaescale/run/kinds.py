@@ -94,7 +94,7 @@ class Undirected:
                runtime) -> tuple[str, TrainConfig]:
         strategy = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log, prepared=prepared,
                                    device=device, runtime=runtime)
-        return strategy, resolve_structure(config, strategy, runtime, prepared=prepared)
+        return strategy, resolve_structure(config, strategy, runtime)
 
     def place(self, config: TrainConfig, graph: Graph, x, strategy: str, *, prepared: bool, out, runtime, device,
               log) -> tuple[TrainConfig, Placement]:

@@ -19,12 +19,11 @@ STRUCTURE_STRATEGIES = ("full", "neighbor")  # the strategies that train the str
 # training graph's two-hop pairs: all of them or a fixed pool in full batch, each step's own draw with neighbours)
 
 
-def resolve_structure(config: TrainConfig, strategy: str, rt: Local, *, prepared: bool) -> TrainConfig:
+def resolve_structure(config: TrainConfig, strategy: str, rt: Local) -> TrainConfig:
     """``config`` with ``structure`` and ``select`` decided for this run: ``structure='auto'`` is on for an
     undirected graph trained full batch or by neighbour sampling (:data:`STRUCTURE_STRATEGIES`) by one process with
     a bilinear decoder, in memory or memory-mapped (what its training and exact ranking need,
-    :mod:`gaescale.structure`); ``select='auto'`` is ``mrr`` with it, else ``auc``. ``prepared``: the graph is
-    memory-mapped (the structural part reads its rows where they lie)."""
+    :mod:`gaescale.structure`); ``select='auto'`` is ``mrr`` with it, else ``auc``."""
     fits = strategy in STRUCTURE_STRATEGIES and rt.world_size == 1 and config.decoder != "hadamard"
     if config.structure == "on" and not fits:
         why = f"strategy '{strategy}'" if strategy not in STRUCTURE_STRATEGIES else f"{rt.world_size} processes"
