@@ -267,19 +267,28 @@ class Graph:
 
 def neighbour_pairs(graph: Graph, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(row, node)`` for every neighbour of every query ``q[row]``, vectorised over the CSR."""
-    starts, counts = graph.indptr[q], graph.degree[q]
+    counts = graph.degree[q]
     rows = np.repeat(np.arange(q.size), counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rows, graph.indices[np.repeat(starts, counts) + offsets].astype(np.int64)
+    return rows, graph.indices[_slots(graph, q, counts)].astype(np.int64)
+
+
+def _slots(graph: Graph, q: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The CSR positions of the neighbours of ``q: (b,)`` (``counts`` their degrees), row after row."""
+    ends = np.cumsum(counts)
+    return np.arange(ends[-1] if ends.size else 0) + np.repeat(graph.indptr[q] - (ends - counts), counts)
 
 
 def adjacency_rows(graph: Graph, nodes: np.ndarray) -> sp.csr_matrix:
     """``(len(nodes), N)`` CSR: the rows of ``nodes`` of the 0/1 adjacency, read from the graph's CSR where they lie:
     never a matrix over the whole graph, so a memory-mapped graph of a billion edges costs only the rows asked for."""
     nodes = np.asarray(nodes, np.int64)
-    _, cols = neighbour_pairs(graph, nodes)
-    indptr = np.concatenate([[0], np.cumsum(graph.degree[nodes])]).astype(np.int64)
-    return sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(nodes.size, graph.num_nodes))
+    counts = graph.degree[nodes]
+    cols = graph.indices[_slots(graph, nodes, counts)]
+    index = np.int32 if max(cols.size, graph.num_nodes) < 2**31 else np.int64
+    indptr = np.zeros(nodes.size + 1, index)
+    np.cumsum(counts, out=indptr[1:])
+    return sp.csr_matrix((np.ones(cols.size), cols.astype(index, copy=False), indptr),
+                         shape=(nodes.size, graph.num_nodes))
 
 
 def data_fingerprint(*arrays: np.ndarray | None) -> str:
