@@ -21,6 +21,7 @@ from ..errors import ParameterError
 from ..optional import available, install_hint
 from ..outputs import MAPPED_MIN_BYTES
 from ..rules import partitioned_refusals
+from ..structure import CANDIDATE_BUDGET, MEMO_BYTES
 from ..training.buckets import DiskTable
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
@@ -75,6 +76,12 @@ METIS_PER_ENTRY = 76.0
 # int64 order and the stable sort's buffers, 43 bytes per node over what evaluation held (bench/bench_eval_memory.py,
 # 10,000,000 nodes).
 RANKING_PER_NODE = 44.0
+# The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to as many pairs as training edges
+# (its PairIndex, phi, weight, and those of its non-edges: 48 bytes a pair and two (N + 1,) indptr) and phi of the
+# training edges (12 bytes each); every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of
+# queries expands at most CANDIDATE_BUDGET two-hop paths (their sparse product, 24 bytes each).
+TWO_HOP_PER_EDGE = 60.0
+STRUCTURE_EVAL = MEMO_BYTES + 24 * CANDIDATE_BUDGET
 
 
 def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
@@ -165,13 +172,18 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     if prepared:
         minibatch_first, minibatch_kept = 0.0, 0.0
         minibatch_eval = _prepared_evaluation(n, widths, f, sage, bias)
+    # The structural part, where auto turns it on (full batch and neighbour sampling): its evaluation's pair features
+    # and candidates, and full batch's two-hop pool and training edges' phi
+    structure = STRUCTURE_EVAL if config.structure != "off" and config.decoder != "hadamard" else 0.0
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
     spmm_width = widths[0] + 2 * sum(widths[1:])  # forward + backward products, narrowest side first
     plans = []
     full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
-    plans.append(StrategyPlan("full", int(resident), int(max(first, kept + max(full_step, evaluation))),
+    two_hop = TWO_HOP_PER_EDGE * et + 16 * n if structure else 0.0
+    plans.append(StrategyPlan("full", int(resident),
+                              int(max(first, kept + two_hop + max(full_step, evaluation + structure))),
                               (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
     opts = config.strategy_options(num_nodes)
     size = opts["fastgae_nodes"]
@@ -192,7 +204,8 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step; "
                               f"METIS first: {METIS_PER_ENTRY * 2 * e / 2**30:.2f} GiB", int(METIS_PER_ENTRY * 2 * e)))
     minibatch = (minibatch_first, minibatch_kept, minibatch_eval)
-    plans.append(_neighbor(config, n, e, et, resident, minibatch, per_pass, spmm_width))
+    plans.append(_neighbor(config, n, e, et, resident, (minibatch_first, minibatch_kept, minibatch_eval + structure),
+                           per_pass, spmm_width))
     plans = [replace(p, table_bytes=int(table)) for p in plans]
     if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
         plans.append(_partitioned(config, n, et, resident - table, minibatch, per_pass, spmm_width))
