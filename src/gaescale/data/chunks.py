@@ -19,20 +19,16 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import InputFileError
+from .ids import BeyondInt64, as_ids, integer_ids, mostly_integers, strip_ids
 from .readers import (
-    BeyondInt64,
-    as_ids,
     as_indices,
     check_file,
     check_index_dtype,
     data_lines,
     diagnose_text,
     gzip_errors,
-    integer_ids,
-    mostly_integers,
     read_npz,
     sniff_text,
-    strip_ids,
     suffix_of,
 )
 

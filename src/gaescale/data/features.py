@@ -6,11 +6,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputFileError
+from .edgelist import EdgeList
+from .ids import INT_PATTERN, BeyondInt64, as_ids
 from .readers import (
-    INT_PATTERN,
-    BeyondInt64,
-    EdgeList,
-    as_ids,
     check_features,
     check_file,
     data_lines,
