@@ -30,6 +30,8 @@ STEPS = [("gaescale.run.pipeline", "_fit"), ("gaescale.training.trainer", "fit")
          ("gaescale.training.evaluate", "hits_at_k"), ("gaescale.training.evaluate", "mrr"),
          ("gaescale.training.evaluate", "filtered_ranking"), ("gaescale.training.heldout", "baseline_metrics"),
          ("gaescale.training.heuristics", "heuristic_metrics"), ("gaescale.training.heuristics", "heuristic_ranking"),
+         ("gaescale.run.ranking", "ranking_parts"), ("gaescale.run.ranking", "calibrate_structure"),
+         ("gaescale.training.heldout", "test_metrics"), ("gaescale.training.evaluate", "auc_ap"),
          ("gaescale.run.pipeline", "_finish"), ("gaescale.run.rundir", "embeddings_and_bias"),
          ("gaescale.run.rundir", "write_run")]
 

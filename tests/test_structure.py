@@ -145,10 +145,11 @@ def _setup(n=60, e=200, d=5, seed=0):
     return edges, g, z, StructuralScores(g, torch.tensor(weights)), dense_structure(edges, n, weights)
 
 
-def test_pair_scores_add_the_structural_part():
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])  # the structural part is added chunk by chunk
+def test_pair_scores_add_the_structural_part(chunk):
     edges, g, z, st, dense_g = _setup()
-    pairs = np.array([[0, 3, 7, 7], [1, 9, 2, 7]])
-    got = pair_scores(z, pairs, structure=st)
+    pairs = np.array([[0, 3, 7, 7, 12, 40, 5], [1, 9, 2, 7, 30, 41, 59]])
+    got = pair_scores(z, pairs, structure=st, chunk=chunk)
     np.testing.assert_allclose(got, (z @ z.T).numpy()[pairs[0], pairs[1]] + dense_g[pairs[0], pairs[1]], rtol=1e-12)
 
 

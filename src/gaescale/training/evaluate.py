@@ -23,8 +23,8 @@ def pair_scores(z: torch.Tensor, pairs: np.ndarray, *, chunk: int = 1 << 20, met
             p = index_on(pairs[:, s:s + chunk], z)
             logits = decode(z, p, metric) if decoder is None else decoder(z[p[0]], z[p[1]])
             out[s:s + chunk] = logits.double().cpu().numpy()
-    if structure is not None:
-        out += structure.pairs(pairs[0], pairs[1])
+            if structure is not None:  # chunk by chunk: its pair features are 3 float64 a pair while computed
+                out[s:s + chunk] += structure.pairs(pairs[0, s:s + chunk], pairs[1, s:s + chunk])
     return out
 
 

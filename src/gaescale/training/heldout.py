@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..graph import Graph
-from .evaluate import filtered_ranking, hits_at_k, link_scores, mrr, pair_scores
+from .evaluate import auc_ap, filtered_ranking, hits_at_k, mrr, pair_scores
 
 BASELINE_NAMES = {"adamic_adar": "Adamic-Adar", "common_neighbours": "common neighbours",
                   "degree_product": "degree product",
@@ -30,8 +30,9 @@ def test_metrics(z: torch.Tensor, split, *, seed: int = 0, train_graph: Graph | 
     the logit (:class:`gaescale.structure.StructuralScores` on the training graph)."""
     out: dict[str, Any] = {}
     how = dict(metric=metric, decoder=decoder, structure=structure)
-    out["test_auc"], out["test_ap"] = link_scores(z, split.test_pos, split.test_neg, **how)
-    out.update(hits_at_k(pair_scores(z, split.test_pos, **how), pair_scores(z, split.test_neg, **how)))
+    pos, neg = pair_scores(z, split.test_pos, **how), pair_scores(z, split.test_neg, **how)  # scored once
+    out["test_auc"], out["test_ap"] = auc_ap(pos, neg)
+    out.update(hits_at_k(pos, neg))
     out.update(mrr(z, split.test_pos, seed=seed, **how))
     if train_graph is not None:
         out.update(filtered_ranking(z, split.test_pos, known_edges(train_graph, split), seed=seed, **how))
