@@ -125,6 +125,32 @@ def test_the_per_node_biases_and_the_filtered_ranking_are_counted():
     assert by["inner"]["neighbor"].step_bytes >= RANKING_PER_NODE * n
 
 
+def test_a_held_out_sets_auc_is_counted():
+    """HELDOUT_PER_EDGE is what scoring a held-out set and its AUC/AP allocate per edge (numpy's allocations,
+    traced), beyond the fixed size of the curve's chunks; evaluation counts it for the larger held-out set."""
+    import tracemalloc
+
+    import torch
+
+    from gaescale.run.plan import HELDOUT_PER_EDGE
+    from gaescale.training.evaluate import auc_ap, pair_scores
+    p, rng = 100_000, np.random.default_rng(0)
+    z = torch.randn(5000, 8)
+    pos, neg = rng.integers(0, 5000, (2, p)), rng.integers(0, 5000, (2, p))
+    tracemalloc.start()
+    auc_ap(pair_scores(z, pos), pair_scores(z, neg), chunk=1 << 10)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert 0.9 * HELDOUT_PER_EDGE * p < peak <= HELDOUT_PER_EDGE * p + 2**20
+    # a graph whose held-out sets outweigh its nodes' arrays: evaluation grows with the larger set
+    n, e = 10_000, 20_000_000
+    peaks = [{q.strategy: q for q in plan(gaescale.TrainConfig(hidden="16,16", dim=8, val_fraction=0.05,
+                                                               test_fraction=t), n, e, 8, prepared=True)}
+             for t in (0.1, 0.2)]
+    grown = HELDOUT_PER_EDGE * e * 0.1  # the test set's AUC, on top of what the larger split holds
+    assert peaks[1]["neighbor"].peak_bytes - peaks[0]["neighbor"].peak_bytes >= grown
+
+
 def test_the_budget_is_shared_by_the_processes_of_a_host():
     from gaescale.config import TrainConfig
     from gaescale.run.plan import available_memory, budget_bytes

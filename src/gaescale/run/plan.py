@@ -76,6 +76,9 @@ METIS_PER_ENTRY = 76.0
 # int64 order and the stable sort's buffers, 43 bytes per node over what evaluation held (bench/bench_eval_memory.py,
 # 10,000,000 nodes).
 RANKING_PER_NODE = 44.0
+# The AUC/AP of a held-out set (validation's, then test's): its edges' and non-edges' float64 scores (16 bytes an
+# edge) while gaescale.training.evaluate.auc_ap sorts them (24 bytes a score, 48 an edge).
+HELDOUT_PER_EDGE = 64.0
 # The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to as many pairs as training edges
 # (its PairIndex, phi, weight, and those of its non-edges: 48 bytes a pair and two (N + 1,) indptr) and phi of the
 # training edges (12 bytes each); every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of
@@ -122,12 +125,13 @@ def _layerwise(n: float, widths: list[int], in_width: float) -> float:
     return peak
 
 
-def _prepared_evaluation(n: float, widths: list[int], in_width: float, sage: bool, bias: bool) -> float:
+def _prepared_evaluation(n: float, widths: list[int], in_width: float, sage: bool, bias: bool,
+                         heldout: float) -> float:
     """Peak bytes that embedding and evaluation add over a prepared graph: layer-wise inference, then the embeddings
-    (with the bias decoder's two columns; mapped where large) and the larger of the filtered ranking's order of the
-    nodes and the outputs' contiguous copy of the embeddings and biases."""
+    (with the bias decoder's two columns; mapped where large) and the largest of the filtered ranking's order of the
+    nodes, the outputs' contiguous copy of the embeddings and biases, and a held-out set's AUC (``heldout``)."""
     z = 4 * n * (widths[-1] + (2 if bias else 0))
-    after = (z if z < MAPPED_MIN_BYTES else 0.0) + max(RANKING_PER_NODE * n, 4 * n * (widths[-1] + 1))
+    after = (z if z < MAPPED_MIN_BYTES else 0.0) + max(RANKING_PER_NODE * n, 4 * n * (widths[-1] + 1), heldout)
     return max(_layerwise(n, widths, in_width) * (1.5 if sage else 1.0), after) + STEP_BASE
 
 
@@ -166,12 +170,13 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     # kept with the propagated features; evaluation runs a no-grad forward over all nodes.
     first = _build(n, et, sage) + STEP_BASE
     kept = _operator(n, et, sage) + 4 * n * f
-    evaluation = _activations(n, widths, sage, train=False) + STEP_BASE
+    heldout = HELDOUT_PER_EDGE * e * max(config.val_fraction, config.test_fraction)
+    evaluation = max(_activations(n, widths, sage, train=False), heldout) + STEP_BASE
     # Mini-batch strategies on a prepared graph never build the whole graph's operator: layer-wise inference.
     minibatch_first, minibatch_kept, minibatch_eval = first, kept, evaluation
     if prepared:
         minibatch_first, minibatch_kept = 0.0, 0.0
-        minibatch_eval = _prepared_evaluation(n, widths, f, sage, bias)
+        minibatch_eval = _prepared_evaluation(n, widths, f, sage, bias, heldout)
     # The structural part, where auto turns it on (full batch and neighbour sampling): its evaluation's pair features
     # and candidates, and full batch's two-hop pool and training edges' phi
     structure = STRUCTURE_EVAL if config.structure != "off" and config.decoder != "hadamard" else 0.0

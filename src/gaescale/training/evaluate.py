@@ -35,22 +35,29 @@ def link_scores(z: torch.Tensor, pos: np.ndarray, neg: np.ndarray, *, metric: to
     return auc_ap(pair_scores(z, pos, **how), pair_scores(z, neg, **how))
 
 
-def auc_ap(pos: np.ndarray, neg: np.ndarray, *, chunk: int = 1 << 20) -> tuple[float, float]:
+def auc_ap(pos: np.ndarray, neg: np.ndarray, *, chunk: int = 1 << 18) -> tuple[float, float]:
     """ROC AUC and average precision of scores ``pos: (P,)`` (positives) against ``neg: (Q,)``, ties as
-    scikit-learn counts them (the same numbers as ``roc_auc_score`` and ``average_precision_score``) in about
-    25 bytes per score over the inputs: scikit-learn's curves held 440 (8.8 GB for the 20M held-out pairs of a
-    100M-node graph). The curves' sums run ``chunk`` distinct scores at a time."""
+    scikit-learn counts them (the same numbers as ``roc_auc_score`` and ``average_precision_score``) in 24 bytes
+    per score over the inputs (numpy's allocations, traced in tests/run/test_plan.py) and the curves' sums,
+    ``chunk`` distinct scores at a time; scikit-learn's curves held 440 (8.8 GB for the 20M held-out pairs of a
+    100M-node graph)."""
     p = len(pos)
     if not p or not len(neg):
         raise ValueError("AUC and AP need positive and negative scores")
     s = np.concatenate([np.asarray(pos, np.float64), np.asarray(neg, np.float64)])
     order = np.argsort(s)[::-1]  # descending; the order within a tie does not matter: ties are summed as one point
     s = s[order]
-    tps = np.cumsum(order < p, dtype=np.int64)  # positives among the first i + 1 scores
+    positive = order < p
     del order
-    last = np.flatnonzero(s[1:] != s[:-1])  # the last index of each distinct score but the smallest
+    tps = positive.astype(np.int64)
+    del positive
+    np.cumsum(tps, out=tps)  # positives among the first i + 1 scores
+    distinct = np.empty(s.size, bool)  # the last index of each distinct score
+    np.not_equal(s[1:], s[:-1], out=distinct[:-1])
+    distinct[-1] = True
     del s
-    last = np.append(last, tps.size - 1)
+    last = np.flatnonzero(distinct)
+    del distinct
     tps = tps[last]
     fps = last
     fps += 1
