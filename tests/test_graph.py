@@ -88,6 +88,20 @@ def test_weighted_gcn_and_mean_operators_match_dense_references():
                                                                         strength > 0)
 
 
+def test_layer_wise_scales_keep_four_bytes_a_node_on_an_unweighted_graph():
+    """What layer-wise inference leaves cached on the (training) graph: the (N, 1) float32 scales, not the float64
+    steps to them (20 bytes a node, 2 GB at 100M nodes, before)."""
+    n = 500
+    g = Graph.from_edge_index(random_edges(n, 2000, seed=3), n)
+    degree = dense_adjacency(g.edge_index(), n).numpy().sum(1)
+    assert np.allclose(g.gcn_scale.numpy()[:, 0], 1 / np.sqrt(degree + 1))
+    assert np.allclose(g.mean_scale.numpy()[:, 0], np.where(degree > 0, 1 / np.maximum(degree, 1), 0))
+    assert np.array_equal(g.strength, degree)
+    cached = {k: v.nbytes for k, v in vars(g).items() if isinstance(v, (np.ndarray, torch.Tensor)) and k not in
+              ("indptr", "indices", "degree")}
+    assert sum(cached.values()) == 2 * 4 * n, cached  # gcn_scale and mean_scale, float32
+
+
 def test_weights_of_one_give_the_unweighted_operators():
     n = 25
     ei, _, _ = _weighted(n)

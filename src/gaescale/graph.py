@@ -144,11 +144,14 @@ class Graph:
         """``(N,)`` int64 number of neighbours."""
         return np.diff(self.indptr)
 
-    @cached_property
+    @property
     def strength(self) -> np.ndarray:
-        """``(N,)`` float64 weighted degree ``sum_j w_ij`` (the degree for an unweighted graph)."""
-        if self.data is None:
-            return self.degree.astype(np.float64)
+        """``(N,)`` float64 weighted degree ``sum_j w_ij``; for an unweighted graph the degree, converted at each
+        call and not kept (8 bytes a node: 0.8 GB at 100M nodes, which the degrees already say)."""
+        return self.degree.astype(np.float64) if self.data is None else self._weighted_strength
+
+    @cached_property
+    def _weighted_strength(self) -> np.ndarray:
         rows = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.degree)
         return np.bincount(rows, weights=np.asarray(self.data, np.float64), minlength=self.num_nodes)
 
@@ -209,7 +212,7 @@ class Graph:
         (Kipf & Welling), symmetric."""
         a = sp.csr_matrix(self.weighted_adjacency() + sp.eye(self.num_nodes, dtype=np.float32, format="csr"))
         a.sort_indices()
-        dinv = self._inv_sqrt_degree
+        dinv = self._inv_sqrt_degree()
         rows = np.repeat(np.arange(self.num_nodes), np.diff(a.indptr))
         a.data = (a.data * dinv[rows] * dinv[a.indices]).astype(np.float32)
         return SparseOperator(a, symmetric=True)
@@ -219,27 +222,26 @@ class Graph:
         """``D^-1 A_w``: the (weighted) mean over neighbours, ``sum_j w_ij h_j / sum_j w_ij`` (GraphSAGE's mean
         aggregator); zero rows for isolated nodes."""
         a = self.weighted_adjacency()
-        a.data = (a.data * np.repeat(self._inv_degree, self.degree)).astype(np.float32)
+        a.data = (a.data * np.repeat(self._inv_degree(), self.degree)).astype(np.float32)
         return SparseOperator(a, symmetric=False)
 
     @cached_property
     def gcn_scale(self) -> torch.Tensor:
         """``(N, 1)`` float32 ``(degree + 1)^-1/2`` (the weighted degree): the GCN normalisation as a scaling of
-        the dense side (layer-wise inference multiplies the (weighted) :meth:`adjacency_block` and scales by it)."""
-        return torch.from_numpy(self._inv_sqrt_degree.astype(np.float32)[:, None])
+        the dense side (layer-wise inference multiplies the (weighted) :meth:`adjacency_block` and scales by it).
+        Kept: 4 bytes a node; the float64 steps to it are not."""
+        return torch.from_numpy(self._inv_sqrt_degree().astype(np.float32)[:, None])
 
     @cached_property
     def mean_scale(self) -> torch.Tensor:
         """``(N, 1)`` float32 ``1 / degree`` (the weighted degree; 0 for isolated nodes): the mean aggregator's
         scaling."""
-        return torch.from_numpy(self._inv_degree.astype(np.float32)[:, None])
+        return torch.from_numpy(self._inv_degree().astype(np.float32)[:, None])
 
-    @cached_property
     def _inv_sqrt_degree(self) -> np.ndarray:
         """``(N,)`` float64 ``(degree + 1)^-1/2``, the (weighted) degree counted in ``A_w + I``."""
         return 1.0 / np.sqrt(self.strength + 1.0)
 
-    @cached_property
     def _inv_degree(self) -> np.ndarray:
         """``(N,)`` float64 ``1 / degree`` (weighted), 0 for isolated nodes."""
         d = self.strength

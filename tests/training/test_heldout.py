@@ -67,3 +67,26 @@ def test_validation_ranking_reads_no_test_edge_and_matches_brute_force():
     assert got["val_mrr"] == pytest.approx(np.mean(1 / ranks), rel=1e-12)
     assert got["val_hits@10"] == pytest.approx(np.mean(ranks <= 10))
     assert rank(z) == got  # the same edges at every evaluation
+
+
+def test_a_ranking_of_the_same_z_at_several_scales_builds_its_lookup_and_order_once(monkeypatch):
+    """``same_z=True`` (calibration): the same numbers as ranking afresh at every scale of the structural part, the
+    known edges' lookup and the norm order of the nodes built once; other embeddings are refused."""
+    from gaescale.structure import StructuralScores
+    from gaescale.training import heldout
+    n = 80
+    edges = random_edges(n, 400, seed=2)
+    split = split_edges(Graph.from_edge_index(edges, n, canonical=True), val_fraction=0.1, seed=0)
+    train_graph = split.train_graph()
+    z = torch.from_numpy(np.random.default_rng(1).standard_normal((n, 4)))
+    fresh = validation_ranking(train_graph, split, max_positives=1000)
+    built = []
+    real = heldout.NormOrder
+    monkeypatch.setattr(heldout, "NormOrder", lambda *a, **k: built.append(1) or real(*a, **k))
+    once = validation_ranking(train_graph, split, max_positives=1000, same_z=True)
+    for scale in (0.0, 1.0, 4.0):
+        st = StructuralScores(train_graph, torch.tensor([0.8, 1.3, 0.4]) * scale)
+        assert once(z, structure=st) == fresh(z, structure=st)
+    assert len(built) == 1
+    with pytest.raises(ValueError, match="other embeddings"):
+        once(z.clone())

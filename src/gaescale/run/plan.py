@@ -129,10 +129,11 @@ def _prepared_evaluation(n: float, widths: list[int], in_width: float, sage: boo
                          heldout: float) -> float:
     """Peak bytes that embedding and evaluation add over a prepared graph: layer-wise inference, then the embeddings
     (with the bias decoder's two columns; mapped where large) and the largest of the filtered ranking's order of the
-    nodes, the outputs' contiguous copy of the embeddings and biases, and a held-out set's AUC (``heldout``)."""
+    nodes, the outputs' contiguous copy of the embeddings and biases, and a held-out set's AUC (``heldout``); and the
+    training graph's ``(N, 1)`` float32 scale of the propagation, which the first layer-wise pass caches on it."""
     z = 4 * n * (widths[-1] + (2 if bias else 0))
     after = (z if z < MAPPED_MIN_BYTES else 0.0) + max(RANKING_PER_NODE * n, 4 * n * (widths[-1] + 1), heldout)
-    return max(_layerwise(n, widths, in_width) * (1.5 if sage else 1.0), after) + STEP_BASE
+    return max(_layerwise(n, widths, in_width) * (1.5 if sage else 1.0), after) + STEP_BASE + 4 * n
 
 
 def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, *,

@@ -73,7 +73,8 @@ def calibration_positives(num_nodes: int) -> int:
 
 def calibrate_structure(model: GAE, z: torch.Tensor, split, train_graph, features, seed: int, log) -> None:
     """:func:`gaescale.structure.calibrate` on :func:`calibration_positives` validation edges, logged."""
-    rank = validation_ranking(train_graph, split, seed=seed, max_positives=calibration_positives(z.shape[0]))
+    rank = validation_ranking(train_graph, split, seed=seed, max_positives=calibration_positives(z.shape[0]),
+                              same_z=True)
     metric = model.metric(z)
     t = time.perf_counter()
     factor, before, after = calibrate(model.structure, lambda st: rank(z, metric=metric, structure=st), features)

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from ..graph import Graph
-from .evaluate import auc_ap, filtered_ranking, hits_at_k, mrr, pair_scores
+from ..norm_order import NormOrder
+from .evaluate import auc_ap, filtered_ranking, hits_at_k, known_lookup, mrr, pair_scores
 
 BASELINE_NAMES = {"adamic_adar": "Adamic-Adar", "common_neighbours": "common neighbours",
                   "degree_product": "degree product",
@@ -39,24 +40,36 @@ def test_metrics(z: torch.Tensor, split, *, seed: int = 0, train_graph: Graph | 
     return out
 
 
+RANK_BLOCK = 1024  # rows of a block of the filtered ranking's scan (its default)
 VAL_RANKED = 200  # validation edges ranked at every evaluation (--select mrr) ...
 VAL_RANKED_SCORES = 20_000_000  # ... fewer on a large graph: about this many scores per evaluation, at least 100
 
 
 def validation_ranking(train_graph: Graph, split, *, seed: int = 0, max_positives: int | None = None,
-                       scale: int = 1):
+                       scale: int = 1, same_z: bool = False):
     """``rank(z, metric, structure) -> {"val_mrr", "val_hits@10", "val_hits@100"}``: the exact filtered ranking of
     the same (up to ``max_positives``; default :data:`VAL_RANKED`, fewer on a graph of over 100,000 nodes; ``scale``
     times as many) validation edges at
     every call, against every node, the training graph's edges and the validation edges removed. It reads the
-    training graph and the validation edges only, never the test split."""
+    training graph and the validation edges only, never the test split. ``same_z``: every call ranks the same
+    ``z`` (a calibration's scales): the known edges' lookup and the nodes' norm order are built once and kept by
+    ``rank`` (``8 N`` bytes each and the validation edges')."""
     if max_positives is None:  # ``scale`` times as many (a ranking asked a few times, not every epoch)
         max_positives = scale * min(VAL_RANKED, max(100, VAL_RANKED_SCORES // max(train_graph.num_nodes, 1)))
     pos, known = split.val_pos, [train_graph, split.val_pos]
+    kept: dict = {}
 
     def rank(z: torch.Tensor, *, metric=None, decoder=None, structure=None) -> dict[str, float]:
-        r = filtered_ranking(z, pos, known, max_positives=max_positives, seed=seed, ks=(10, 100), metric=metric,
-                             decoder=decoder, structure=structure)
+        how = {}
+        if same_z:
+            if "lookup" not in kept:
+                kept["lookup"] = known_lookup(known, train_graph.num_nodes)
+                kept["by_norm"] = NormOrder(z.detach(), RANK_BLOCK, dtype=torch.float64)
+            if kept["by_norm"].z.data_ptr() != z.data_ptr():
+                raise ValueError("validation_ranking(same_z=True) was asked to rank other embeddings")
+            how = dict(by_norm=kept["by_norm"], block=RANK_BLOCK)
+        r = filtered_ranking(z, pos, kept.get("lookup", known), max_positives=max_positives, seed=seed, ks=(10, 100),
+                             metric=metric, decoder=decoder, structure=structure, **how)
         return {f"val_{k[len('filtered_'):]}": r[k] for k in ("filtered_mrr", "filtered_hits@10",
                                                                "filtered_hits@100")} if r else {}
     return rank
