@@ -117,7 +117,7 @@ def test_filtered_ranking_skips_blocks_the_norm_bound_decides():
 @pytest.mark.parametrize("chunk", [1 << 20, 7])
 @pytest.mark.parametrize("seed", range(6))
 def test_auc_ap_equal_scikit_learns_with_ties(seed, chunk):
-    """The lean AUC / AP (25 bytes per score, for the 20M held-out pairs of a 100M-node graph; its sums a chunk of
+    """The lean AUC / AP (24 bytes per score, for the 20M held-out pairs of a 100M-node graph; its sums a chunk of
     the curve at a time) give scikit-learn's numbers, ties included (integer scores, as common neighbours give, tie
     a lot)."""
     from sklearn.metrics import average_precision_score, roc_auc_score

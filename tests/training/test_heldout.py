@@ -81,8 +81,8 @@ def test_a_ranking_of_the_same_z_at_several_scales_builds_its_lookup_and_order_o
     z = torch.from_numpy(np.random.default_rng(1).standard_normal((n, 4)))
     fresh = validation_ranking(train_graph, split, max_positives=1000)
     built = []
-    real = heldout.NormOrder
-    monkeypatch.setattr(heldout, "NormOrder", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = heldout.ranking_order
+    monkeypatch.setattr(heldout, "ranking_order", lambda *a, **k: built.append(1) or real(*a, **k))
     once = validation_ranking(train_graph, split, max_positives=1000, same_z=True)
     for scale in (0.0, 1.0, 4.0):
         st = StructuralScores(train_graph, torch.tensor([0.8, 1.3, 0.4]) * scale)

@@ -179,8 +179,16 @@ def ranking_summary(ranks: np.ndarray, ks) -> dict[str, float]:
     return out
 
 
+RANK_BLOCK = 1024  # rows of a block of the filtered ranking's scan
+
+
+def ranking_order(z: torch.Tensor, block: int = RANK_BLOCK) -> NormOrder:
+    """The candidates ``z: (N, d)`` by decreasing norm, in float64, as :func:`filtered_ranking` scans them."""
+    return NormOrder(z.detach(), block, dtype=torch.float64)
+
+
 def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: int = 1000, seed: int = 0,
-                     block: int = 1024, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
+                     block: int = RANK_BLOCK, ks=(1, 10, 100), batch: int = 256, stats: dict | None = None,
                      metric: torch.Tensor | None = None, decoder=None, targets: torch.Tensor | None = None,
                      structure=None, by_norm: NormOrder | None = None) -> dict[str, float]:
     """Exact filtered ranking of held-out edges ``pos: (2, P)`` by the embeddings ``z: (N, d)``.
@@ -203,8 +211,8 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
     target's whole score; the two-hop candidates' counts are then replaced by those of their whole scores, so the
     ranking stays exact. The queries are batched so that their candidates fit a fixed budget (hubs included).
 
-    ``by_norm``: the candidates' :class:`NormOrder` (``NormOrder(targets or z, block, dtype=torch.float64)``), given
-    by a caller that ranks the same embeddings again (sorting 100M norms takes about a minute)."""
+    ``by_norm``: the candidates' :func:`ranking_order` (of ``targets`` or ``z``; its blocks then replace ``block``),
+    given by a caller that ranks the same embeddings again (sorting 100M norms takes about a minute)."""
     pos = sample_positives(np.asarray(pos, np.int64), max_positives, np.random.default_rng(seed))
     if not pos.shape[1]:
         return {}
@@ -216,7 +224,7 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
         queries = z.detach()
         z = queries if targets is None else targets.detach()  # the candidates' side, kept in its dtype: rows and
         n, d = z.shape                                        # tiles become float64 as they are scored
-        by_norm = NormOrder(z, block, dtype=torch.float64) if by_norm is None else by_norm
+        by_norm = ranking_order(z, block) if by_norm is None else by_norm
         slack = 8 * d * np.finfo(np.float64).eps * by_norm.max_norm
         for part in _query_batches(pos[0], batch, structure):
             u, v = pos[0, part], pos[1, part]

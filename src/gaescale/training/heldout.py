@@ -9,8 +9,7 @@ from typing import Any
 import torch
 
 from ..graph import Graph
-from ..norm_order import NormOrder
-from .evaluate import auc_ap, filtered_ranking, hits_at_k, known_lookup, mrr, pair_scores
+from .evaluate import auc_ap, filtered_ranking, hits_at_k, known_lookup, mrr, pair_scores, ranking_order
 
 BASELINE_NAMES = {"adamic_adar": "Adamic-Adar", "common_neighbours": "common neighbours",
                   "degree_product": "degree product",
@@ -40,7 +39,6 @@ def test_metrics(z: torch.Tensor, split, *, seed: int = 0, train_graph: Graph | 
     return out
 
 
-RANK_BLOCK = 1024  # rows of a block of the filtered ranking's scan (its default)
 VAL_RANKED = 200  # validation edges ranked at every evaluation (--select mrr) ...
 VAL_RANKED_SCORES = 20_000_000  # ... fewer on a large graph: about this many scores per evaluation, at least 100
 
@@ -64,10 +62,10 @@ def validation_ranking(train_graph: Graph, split, *, seed: int = 0, max_positive
         if same_z:
             if "lookup" not in kept:
                 kept["lookup"] = known_lookup(known, train_graph.num_nodes)
-                kept["by_norm"] = NormOrder(z.detach(), RANK_BLOCK, dtype=torch.float64)
+                kept["by_norm"] = ranking_order(z)
             if kept["by_norm"].z.data_ptr() != z.data_ptr():
                 raise ValueError("validation_ranking(same_z=True) was asked to rank other embeddings")
-            how = dict(by_norm=kept["by_norm"], block=RANK_BLOCK)
+            how = dict(by_norm=kept["by_norm"])
         r = filtered_ranking(z, pos, kept.get("lookup", known), max_positives=max_positives, seed=seed, ks=(10, 100),
                              metric=metric, decoder=decoder, structure=structure, **how)
         return {f"val_{k[len('filtered_'):]}": r[k] for k in ("filtered_mrr", "filtered_hits@10",
