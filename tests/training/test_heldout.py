@@ -90,3 +90,30 @@ def test_a_ranking_of_the_same_z_at_several_scales_builds_its_lookup_and_order_o
     assert len(built) == 1
     with pytest.raises(ValueError, match="other embeddings"):
         once(z.clone())
+
+
+def test_the_structural_part_and_the_embeddings_alone_rank_the_same_test_edges_with_one_norm_order(monkeypatch):
+    """``test_metrics(embeddings_only=True)``: both filtered rankings match brute force over the dense scores (the
+    whole logit, and the embeddings' alone), the nodes' norm order is built once for the two."""
+    from gaescale.structure import StructuralScores
+    from gaescale.training import heldout
+    n = 90
+    edges = random_edges(n, 450, seed=3)
+    split = split_edges(Graph.from_edge_index(edges, n, canonical=True), val_fraction=0.1, test_fraction=0.1, seed=0)
+    train_graph = split.train_graph()
+    z = torch.from_numpy(np.random.default_rng(2).standard_normal((n, 4)))
+    st = StructuralScores(train_graph, torch.tensor([0.9, 1.1, 0.5]))
+    built = []
+    real = heldout.ranking_order
+    monkeypatch.setattr(heldout, "ranking_order", lambda *a, **k: built.append(1) or real(*a, **k))
+    got = heldout.test_metrics(z, split, train_graph=train_graph, structure=st, embeddings_only=True)
+    assert len(built) == 1
+    known = dense_adjacency(np.concatenate([split.train, split.val_pos, split.test_pos], 1), n).numpy()
+    logits = (z @ z.T).numpy()
+    grid = np.indices((n, n)).reshape(2, -1)
+    whole = logits + st.pairs(grid[0], grid[1]).reshape(n, n)  # the structural part of every pair, dense
+    for scores, metrics in ((whole, got), (logits, got["embeddings_only"])):
+        ranks = brute_force_ranks(scores, split.test_pos, known)
+        assert metrics["filtered_mrr"] == pytest.approx(np.mean(1 / ranks), rel=1e-9)
+        assert metrics["filtered_hits@10"] == pytest.approx(np.mean(ranks <= 10))
+    assert got["filtered_mrr"] != got["embeddings_only"]["filtered_mrr"]

@@ -38,8 +38,8 @@ from ..parallel.placement import Placement, place
 from ..parallel.reading import read_on_ranks
 from ..pyg import check_custom_encoder
 from ..structure import FEATURES, StructuralPart, StructuralScores
-from ..training.evaluate import filtered_ranking, link_scores
-from ..training.heldout import baseline_metrics, known_edges, test_metrics, verdict
+from ..training.evaluate import link_scores
+from ..training.heldout import baseline_metrics, test_metrics, verdict
 from ..training.strategies import weighted_pairs
 from .ranking import resolve_structure
 from .result import Fitted
@@ -137,10 +137,7 @@ def _heldout(z: torch.Tensor, split, train_graph: Graph | None, seed: int, log, 
     if split.val_pos.shape[1]:
         metrics["val_auc"], metrics["val_ap"] = link_scores(z, split.val_pos, split.val_neg, **how)
     if test and split.test_pos.shape[1]:
-        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, **how))
-        if how["structure"] is not None and train_graph is not None:  # the structural part's share
-            metrics["embeddings_only"] = filtered_ranking(z, split.test_pos, known_edges(train_graph, split),
-                                                          seed=seed, **{**how, "structure": None})
+        metrics.update(test_metrics(z, split, seed=seed, train_graph=train_graph, **how, embeddings_only=True))
         metrics["baselines"] = _baselines(train_graph, split, log, seed)
         metrics.update(verdict(metrics))
     return metrics
