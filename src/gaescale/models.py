@@ -177,7 +177,7 @@ class GAE(nn.Module):
         pool = (two_hop.pool, self.structure(two_hop.pool_phi.to(z.device)), two_hop.pool_weight)
         value = reconstruction_loss(z, edge_index, z.shape[0], metric=self.metric(z), edge_offset=offset,
                                     dense_offset=pool, **kwargs)
-        if two_hop.weight and two_hop.negatives.num_pairs:
+        if two_hop.negatives is not None and two_hop.negatives.num_pairs:
             neg = two_hop.negatives.to(z.device)
             s = neg.logits(full_precision(z), self.metric(z)) + self.structure(two_hop.negatives_phi.to(z.device))
             pair_loss = resolve_kind(kwargs.get("kind", "bce"), kwargs.get("weighting"))[0]

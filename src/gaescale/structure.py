@@ -227,7 +227,7 @@ class TwoHop:
       uniformly (from ``seed``, once), the pair of ``CN(u, v)`` wedges weighing ``W / (pool_size CN(u, v))``, ``W``
       the graph's ordered wedges: an unbiased estimate of the sum over ``T``.
     - ``weight``: the weight of the hard-negative term, ``weight`` times the mean ``l0`` of the pool's non-edges'
-      whole logits (0: none)."""
+      whole logits (0: none, and ``negatives`` is None: 20 bytes a pair not held)."""
 
     def __init__(self, graph: Graph, *, pool_size: int, weight: float = 0.0, seed: int = 0):
         self.features = PairFeatures(graph)
@@ -236,12 +236,16 @@ class TwoHop:
         u, v, importance, raw = two_hop_pool(graph, self.features, pool_size, np.random.default_rng(seed))
         order = np.argsort(u, kind="stable")  # CSR order: the pair indices keep it (their logits are sparse products)
         u, v, importance, raw = u[order], v[order], importance[order], raw[order]
-        self.pool = PairIndex.from_pairs(torch.from_numpy(np.stack([u, v])), graph.num_nodes)
+        n = graph.num_nodes
+        self.pool = _sorted_pairs(u, v, n)
         self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
         self.pool_weight = torch.from_numpy(importance)
-        linked = graph.has_edges(u, v) if u.size else np.zeros(0, bool)
-        self.negatives = PairIndex.from_pairs(torch.from_numpy(np.stack([u[~linked], v[~linked]])), graph.num_nodes)
-        self.negatives_phi = self.pool_phi[torch.from_numpy(~linked)]
+        self.negatives: PairIndex | None = None  # the hard-negative term's pairs, only where it has a weight
+        self.negatives_phi: torch.Tensor | None = None
+        if self.weight:
+            linked = graph.has_edges(u, v) if u.size else np.zeros(0, bool)
+            self.negatives = _sorted_pairs(u[~linked], v[~linked], n)
+            self.negatives_phi = self.pool_phi[torch.from_numpy(~linked)]
 
     def phi_of(self, pairs) -> torch.Tensor:
         """``phi: (E, 3)`` of the pairs of a :class:`gaescale.sparse.PairIndex`, in its order (cached for the last
@@ -250,6 +254,14 @@ class TwoHop:
             uv = pairs.pairs().cpu().numpy()
             self._pairs_phi = (pairs, self.features.pairs(uv[0], uv[1], remember=False))
         return self._pairs_phi[1]
+
+
+def _sorted_pairs(u: np.ndarray, v: np.ndarray, num_nodes: int) -> PairIndex:
+    """The pairs ``(u[k], v[k])``, ``u`` sorted, as a :class:`PairIndex` holding ``v`` itself as its columns (no
+    ``(2, P)`` copy whose first row would stay behind the columns' view: 8 bytes a pair)."""
+    counts = torch.from_numpy(np.bincount(u, minlength=num_nodes))
+    return PairIndex(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), torch.from_numpy(np.asarray(v, np.int64)),
+                     num_nodes)
 
 
 class SampledTwoHop:

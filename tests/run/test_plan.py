@@ -259,20 +259,28 @@ def test_neighbour_sampling_counts_the_structural_parts_two_hop_pairs():
     assert neighbor(structure="off", decoder="hadamard", dense="sampled").pair_evals == off.pair_evals
 
 
-def test_counted_bytes_match_the_structural_parts_pool_in_full_batch():
+@pytest.mark.parametrize("hard", [0.0, 0.7])
+def test_counted_bytes_match_the_structural_parts_pool_in_full_batch(hard):
     """What full batch keeps for the structural part: the two-hop pool (as many pairs as training edges where the
-    graph has more two-hop paths), its non-edges, and phi of the training edges."""
+    graph has more two-hop paths), its non-edges where hard negatives weigh, and phi of the training edges; each
+    tensor counted by the whole storage it keeps alive (a view of a larger array keeps all of it)."""
     import torch
 
-    from gaescale.run.plan import TWO_HOP_PER_EDGE
+    from gaescale.run.plan import HARD_NEGATIVES_PER_EDGE, TWO_HOP_PER_EDGE
     from gaescale.sparse import PairIndex
     from gaescale.structure import TwoHop
     n, e = 2000, 12000
     g = Graph.from_edge_index(random_edges(n, e, seed=1), n)
-    two_hop = TwoHop(g, pool_size=g.num_edges, seed=0)
+    two_hop = TwoHop(g, pool_size=g.num_edges, weight=hard, seed=0)
     phi = two_hop.phi_of(PairIndex.from_pairs(torch.from_numpy(g.edge_index()), n))
     pool, neg = two_hop.pool, two_hop.negatives
-    held = _nbytes(pool.indptr, pool.cols, two_hop.pool_phi, two_hop.pool_weight, neg.indptr, neg.cols,
-                   two_hop.negatives_phi, phi)
-    counted = TWO_HOP_PER_EDGE * g.num_edges + 16 * (n + 1)
+    kept = [pool.indptr, pool.cols, two_hop.pool_phi, two_hop.pool_weight, phi]
+    if hard:
+        kept += [neg.indptr, neg.cols, two_hop.negatives_phi]
+    else:
+        assert neg is None and two_hop.negatives_phi is None
+    held = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in kept}.values())
+    counted = (TWO_HOP_PER_EDGE + (hard > 0) * HARD_NEGATIVES_PER_EDGE) * g.num_edges + 8 * (1 + (hard > 0)) * (n + 1)
     assert pool.num_pairs == g.num_edges and 0.95 * counted <= held <= counted
+
+

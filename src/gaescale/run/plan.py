@@ -80,10 +80,12 @@ RANKING_PER_NODE = 44.0
 # edge) while gaescale.training.evaluate.auc_ap sorts them (24 bytes a score, 48 an edge).
 HELDOUT_PER_EDGE = 64.0
 # The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to as many pairs as training edges
-# (its PairIndex, phi, weight, and those of its non-edges: 48 bytes a pair and two (N + 1,) indptr) and phi of the
-# training edges (12 bytes each); every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of
-# queries expands at most CANDIDATE_BUDGET two-hop paths (their sparse product, 24 bytes each).
-TWO_HOP_PER_EDGE = 60.0
+# (its PairIndex columns, phi and weight: 28 bytes a pair and an (N + 1,) indptr) and phi of the training edges (12
+# bytes each); with hard negatives, the pool's non-edges too (columns and phi: up to 20 bytes a pair, another indptr).
+# Every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of queries expands at most
+# CANDIDATE_BUDGET two-hop paths (their sparse product, 24 bytes each).
+TWO_HOP_PER_EDGE = 40.0
+HARD_NEGATIVES_PER_EDGE = 20.0
 STRUCTURE_EVAL = MEMO_BYTES + 24 * CANDIDATE_BUDGET
 
 
@@ -187,7 +189,8 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     spmm_width = widths[0] + 2 * sum(widths[1:])  # forward + backward products, narrowest side first
     plans = []
     full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
-    two_hop = TWO_HOP_PER_EDGE * et + 16 * n if structure else 0.0
+    hard = bool(config.hard_negatives)
+    two_hop = (TWO_HOP_PER_EDGE + hard * HARD_NEGATIVES_PER_EDGE) * et + 8 * (1 + hard) * n if structure else 0.0
     plans.append(StrategyPlan("full", int(resident),
                               int(max(first, kept + two_hop + max(full_step, evaluation + structure))),
                               (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
