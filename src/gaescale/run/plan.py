@@ -161,14 +161,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     table = 0.0 if num_features else 16.0 * n * widths[0] * (2 if sage else 1)
     bias = config.decoder == "bias"
     table_and_bias = table + (16.0 * n if bias else 0.0)
-    if prepared:  # the training graph's indptr and degrees; held-out edges and non-edges; no edge list
-        resident = BASE + 16.0 * n + 32 * (e - et) + 4 * n * f + table_and_bias
-    else:
-        resident = (BASE                          # what training starts from
-                    + 16 * e                      # the edge list (2, E) int64, kept by the caller
-                    + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
-                    + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
-                    + _graph(n, et) + 4 * n * f + table_and_bias)
+    resident = _resident(n, e, et, f, prepared) + table_and_bias
     # The full graph's operator is built on the first full forward (a step, or the first evaluation) and
     # kept with the propagated features; evaluation runs a no-grad forward over all nodes.
     first = _build(n, et, sage) + STEP_BASE
@@ -189,8 +182,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     spmm_width = widths[0] + 2 * sum(widths[1:])  # forward + backward products, narrowest side first
     plans = []
     full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
-    hard = bool(config.hard_negatives)
-    two_hop = (TWO_HOP_PER_EDGE + hard * HARD_NEGATIVES_PER_EDGE) * et + 8 * (1 + hard) * n if structure else 0.0
+    two_hop = _two_hop(config, n, et) if structure else 0.0
     plans.append(StrategyPlan("full", int(resident),
                               int(max(first, kept + two_hop + max(full_step, evaluation + structure))),
                               (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
@@ -219,6 +211,26 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
         plans.append(_partitioned(config, n, et, resident - table, minibatch, per_pass, spmm_width))
     return plans
+
+
+def _resident(n: float, e: float, et: float, f: float, prepared: bool) -> float:
+    """Bytes held from the start of training to its end, but a learnt table and the per-node biases: over a prepared
+    graph the training graph's indptr and degrees, the held-out edges and non-edges and the features (no edge list);
+    in memory also the edge list, the full graph's CSR, the training edges and the training graph."""
+    if prepared:
+        return BASE + 16.0 * n + 32 * (e - et) + 4 * n * f
+    return (BASE                          # what training starts from
+            + 16 * e                      # the edge list (2, E) int64, kept by the caller
+            + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
+            + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
+            + _graph(n, et) + 4 * n * f)
+
+
+def _two_hop(config: TrainConfig, n: float, et: float) -> float:
+    """Bytes full batch keeps for the structural part: the two-hop pool and the training edges' phi, and with hard
+    negatives the pool's non-edges (:data:`TWO_HOP_PER_EDGE`, :data:`HARD_NEGATIVES_PER_EDGE`)."""
+    hard = bool(config.hard_negatives)
+    return (TWO_HOP_PER_EDGE + hard * HARD_NEGATIVES_PER_EDGE) * et + 8 * (1 + hard) * n
 
 
 def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: float,
