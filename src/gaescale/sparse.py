@@ -146,8 +146,16 @@ class PairIndex:
     @classmethod
     def from_pairs(cls, pairs: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None) -> PairIndex:
         """From ``pairs: (2, m)`` int node indices (sorted by the first row here if they are not already) and
-        optionally their ``weights: (m,)``."""
-        i, j = pairs[0].to(torch.int64), pairs[1].to(torch.int64)
+        optionally their ``weights: (m,)``. The columns are the second row itself where it is int64 and sorted: a view
+        that keeps the whole ``(2, m)`` array alive (:meth:`from_rows` for pairs held as two arrays)."""
+        return cls.from_rows(pairs[0], pairs[1], num_nodes, weights)
+
+    @classmethod
+    def from_rows(cls, i: torch.Tensor, j: torch.Tensor, num_nodes: int,
+                  weights: torch.Tensor | None = None) -> PairIndex:
+        """The pairs ``(i[k], j[k])`` of ``i, j: (m,)``, as :meth:`from_pairs`; ``j`` itself becomes the columns where
+        it is int64 and ``i`` sorted (no copy)."""
+        i, j = i.to(torch.int64), j.to(torch.int64)
         if i.numel() > 1 and not bool((i[1:] >= i[:-1]).all()):
             order = torch.argsort(i, stable=True)
             i, j = i[order], j[order]

@@ -237,14 +237,15 @@ class TwoHop:
         order = np.argsort(u, kind="stable")  # CSR order: the pair indices keep it (their logits are sparse products)
         u, v, importance, raw = u[order], v[order], importance[order], raw[order]
         n = graph.num_nodes
-        self.pool = _sorted_pairs(u, v, n)
+        # from the two rows, not a stacked (2, P) copy whose first row would stay behind the columns (8 bytes a pair)
+        self.pool = PairIndex.from_rows(torch.from_numpy(u), torch.from_numpy(v), n)
         self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
         self.pool_weight = torch.from_numpy(importance)
         self.negatives: PairIndex | None = None  # the hard-negative term's pairs, only where it has a weight
         self.negatives_phi: torch.Tensor | None = None
         if self.weight:
             linked = graph.has_edges(u, v) if u.size else np.zeros(0, bool)
-            self.negatives = _sorted_pairs(u[~linked], v[~linked], n)
+            self.negatives = PairIndex.from_rows(torch.from_numpy(u[~linked]), torch.from_numpy(v[~linked]), n)
             self.negatives_phi = self.pool_phi[torch.from_numpy(~linked)]
 
     def phi_of(self, pairs) -> torch.Tensor:
@@ -254,14 +255,6 @@ class TwoHop:
             uv = pairs.pairs().cpu().numpy()
             self._pairs_phi = (pairs, self.features.pairs(uv[0], uv[1], remember=False))
         return self._pairs_phi[1]
-
-
-def _sorted_pairs(u: np.ndarray, v: np.ndarray, num_nodes: int) -> PairIndex:
-    """The pairs ``(u[k], v[k])``, ``u`` sorted, as a :class:`PairIndex` holding ``v`` itself as its columns (no
-    ``(2, P)`` copy whose first row would stay behind the columns' view: 8 bytes a pair)."""
-    counts = torch.from_numpy(np.bincount(u, minlength=num_nodes))
-    return PairIndex(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), torch.from_numpy(np.asarray(v, np.int64)),
-                     num_nodes)
 
 
 class SampledTwoHop:
