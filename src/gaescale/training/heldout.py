@@ -40,15 +40,15 @@ def test_metrics(z: torch.Tensor, split, *, seed: int = 0, train_graph: Graph | 
     out.update(mrr(z, split.test_pos, seed=seed, **how))
     if train_graph is None:
         return out
-    known = known_edges(train_graph, split)
-    if not (embeddings_only and structure is not None):
-        out.update(filtered_ranking(z, split.test_pos, known, seed=seed, **how))
-        return out
-    shared = dict(by_norm=None if decoder is not None else ranking_order(z))
-    known = known_lookup(known, train_graph.num_nodes)
+    known, shared = known_edges(train_graph, split), {}
+    twice = embeddings_only and structure is not None
+    if twice:  # two rankings of the same z: the lookup and the order built once (a pair decoder scans no order)
+        known = known_lookup(known, train_graph.num_nodes)
+        shared = dict(by_norm=None if decoder is not None else ranking_order(z))
     out.update(filtered_ranking(z, split.test_pos, known, seed=seed, **how, **shared))
-    out["embeddings_only"] = filtered_ranking(z, split.test_pos, known, seed=seed, **{**how, "structure": None},
-                                              **shared)
+    if twice:
+        out["embeddings_only"] = filtered_ranking(z, split.test_pos, known, seed=seed, **{**how, "structure": None},
+                                                  **shared)
     return out
 
 
