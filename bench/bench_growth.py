@@ -2,7 +2,11 @@
 
     .venv/bin/python bench/bench_growth.py [--nodes 770000,3080000,10000000] [--epochs 5] [--profile 2]
 
-Each size runs in a fresh subprocess, one after the other: the community graph of the demo at the built-in
+Each size runs in a fresh subprocess; all of them start at once and take turns: one epoch of each size in turn,
+round after round, the others waiting, so that every size's epochs fall in the same minutes of this shared machine
+and its drifts (measured: the same 770k epoch at 0.8 s and at 1.9 s within an hour) move all sizes alike; each
+size's generation and setup run in its first turn. ``--one-after-another``: the sizes one after the other instead
+(the tables of BENCHMARKS.md before 2026-12-06 21:30 UTC). Each size: the community graph of the demo at the built-in
 graph's degree (``round(N * 4.6M / 770k)`` edges, average degree ~12), 8 features, GCN 8-16-16-8, full batch,
 sampled BCE, the structural part off (what the epoch of issue 31's measurements computes), no validation and no
 test scoring (the epoch alone). Prints a Markdown table: seconds per epoch (median), the training phase's peak RSS,
@@ -16,9 +20,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,10 +32,30 @@ BENCH = Path(__file__).resolve().parent
 GiB = 2 ** 30
 
 
-def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: int = 0) -> dict:
+class _Turns:
+    """This size's turns: ``wait()`` blocks until the parent says go (a byte on ``fds[0]``), ``done()`` hands the turn
+    back (a byte on ``fds[1]``); both do nothing without ``fds`` (one size after another)."""
+
+    def __init__(self, fds: tuple[int, int] | None):
+        self.fds = fds
+
+    def wait(self) -> None:
+        if self.fds and not os.read(self.fds[0], 1):
+            raise SystemExit("bench_growth: the parent stopped giving turns")
+
+    def done(self) -> None:
+        if self.fds:
+            os.write(self.fds[1], b".")
+
+
+def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: int = 0,
+        turns: tuple[int, int] | None = None) -> dict:
     """One size in this process: generate, number the nodes in ``order`` (as ``gaescale prepare --order`` does;
     None: as generated), train ``epochs`` then ``profiled`` epochs under torch.profiler, report the figures (as JSON
-    on stdout)."""
+    on stdout). ``turns``: file descriptors (go, done) of the parent's turns: each epoch runs in a turn of its own, the
+    generation and setup in the first epoch's (:class:`_Turns`)."""
+    turn = _Turns(turns)
+    turn.wait()
     import gaescale
     from gaescale.cli import demo_edges
     from gaescale.data.synthetic import community_graph
@@ -48,10 +74,18 @@ def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: i
         del g
     ordered = time.perf_counter() - t
     total = epochs + profiled
-    with _profiler(epochs, profiled) as (on_epoch, ops):
+    with _profiler(epochs, profiled) as (profile_step, ops):
+        def on_epoch(record: dict) -> None:
+            if profile_step:
+                profile_step(record)
+            if record["epoch"] < total:  # the last turn ends once train() has returned (its embedding pass too)
+                turn.done()
+                turn.wait()
+
         result = gaescale.train(data=data, hidden="16,16", dim=8, epochs=total, eval_every=total + 1, warmup=0,
                                 strategy="full", structure="off", quiet=True, report=False, checkpoint_every=0,
                                 threads=threads, test=False, on_epoch=on_epoch)
+    turn.done()
     m = result.metrics
     timed = [h["seconds"] for h in m["history"]][:epochs]
     return {"nodes": n, "edges": e, "epochs": epochs, "seconds_per_epoch": statistics.median(timed),
@@ -95,6 +129,64 @@ def _op_table(rows: list[dict], top: int = 15) -> None:
         print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in per) + f" | {growth:.2f}x |")
 
 
+def _result(n: int, proc: subprocess.CompletedProcess | subprocess.Popen, out: str, err: str) -> dict | None:
+    if proc.returncode:
+        print(f"{n:,} nodes failed:\n{err[-2000:]}", file=sys.stderr)
+        return None
+    row = json.loads(out.strip().splitlines()[-1])
+    print(f"{n:,} nodes: {row['seconds_per_epoch']:.3f} s/epoch", file=sys.stderr, flush=True)
+    return row
+
+
+def _one_after_another(sizes: list[int], cmd, turns: int) -> list[dict] | None:
+    rows = []
+    for n in sizes:
+        done = subprocess.run(cmd(n), capture_output=True, text=True)
+        rows.append(_result(n, done, done.stdout, done.stderr))
+        if rows[-1] is None:
+            return None
+    return rows
+
+
+def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
+    """Every size's process at once, each epoch in its own turn: size 1, size 2, ..., then the next round."""
+    procs, pipes = [], []
+    for n in sizes:
+        go, done = os.pipe(), os.pipe()  # (read, write) each: the child reads go[0] and writes done[1]
+        files = [tempfile.TemporaryFile("w+") for _ in range(2)]  # its stdout and stderr
+        procs.append((n, subprocess.Popen([*cmd(n), "--turn-fds", f"{go[0]},{done[1]}"], stdout=files[0],
+                                          stderr=files[1], pass_fds=(go[0], done[1])), files))
+        os.close(go[0])
+        os.close(done[1])
+        pipes.append((go[1], done[0]))
+    try:
+        failed = False
+        for _ in range(turns):
+            for go, done in pipes:
+                os.write(go, b".")
+                failed = failed or not os.read(done, 1)  # it ended without handing the turn back
+                if failed:
+                    break
+            if failed:
+                break
+        rows = []
+        for n, proc, files in procs:
+            if failed and proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            out, err = (f.seek(0) or f.read() for f in files)
+            rows.append(_result(n, proc, out, err))
+        return None if None in rows else rows
+    finally:
+        for _n, proc, files in procs:
+            if proc.poll() is None:
+                proc.kill()
+            for f in files:
+                f.close()
+        for fd in (fd for pair in pipes for fd in pair):
+            os.close(fd)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", default="770000,3080000,10000000", help="comma-separated node counts")
@@ -104,21 +196,23 @@ def main(argv=None) -> int:
                                                  "--order' does (community, metis, bfs, rcm, degree)")
     p.add_argument("--profile", type=int, default=0, metavar="K",
                    help="K more epochs per size under torch.profiler: a table of each op's time (0: none)")
+    p.add_argument("--one-after-another", action="store_true",
+                   help="run the sizes one after the other instead of in turns (the earlier tables' way)")
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the subprocess of one size
+    p.add_argument("--turn-fds", help=argparse.SUPPRESS)  # its turns' file descriptors: "go,done"
     args = p.parse_args(argv)
     if args.one:
-        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile)))
+        fds = tuple(int(f) for f in args.turn_fds.split(",")) if args.turn_fds else None
+        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile, fds)))
         return 0
-    rows = []
-    for n in (int(s) for s in args.nodes.split(",")):
-        cmd = [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs), "--threads", str(args.threads),
-               "--profile", str(args.profile), *(["--order", args.order] if args.order else [])]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode:
-            print(f"{n:,} nodes failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-            return 1
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"{n:,} nodes: {rows[-1]['seconds_per_epoch']:.3f} s/epoch", file=sys.stderr, flush=True)
+    sizes = [int(s) for s in args.nodes.split(",")]
+    cmd = lambda n: [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs),  # noqa: E731
+                     "--threads", str(args.threads), "--profile", str(args.profile),
+                     *(["--order", args.order] if args.order else [])]
+    runner = _one_after_another if args.one_after_another else _in_turns
+    rows = runner(sizes, cmd, args.epochs + args.profile)
+    if rows is None:
+        return 1
     first = rows[0]
     print(f"node order: {args.order or 'as generated'}\n")
     print("| nodes | edges | order s | s/epoch (median) | fastest epoch | training peak RSS | growth (median) "
