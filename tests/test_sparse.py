@@ -1,9 +1,10 @@
 import numpy as np
+import pytest
 import torch
 
 from conftest import random_edges
 from gaescale.graph import Graph
-from gaescale.sparse import PairIndex, SparseOperator, csr_mm, spmm, to_torch_csr
+from gaescale.sparse import PairIndex, SparseOperator, csr_mm, ordered_pair_logits, spmm, to_torch_csr
 
 
 def test_spmm_gradcheck_float64_symmetric():
@@ -51,6 +52,21 @@ def test_pair_logits_match_gather_and_gradcheck():
     assert torch.allclose(pidx.logits(z), (z[p[0]] * z[p[1]]).sum(-1))
     w = torch.randn(200, dtype=torch.float64)
     assert torch.autograd.gradcheck(lambda z: (pidx.logits(z) * w).sum(), (z,))
+
+
+@pytest.mark.parametrize("n,m", [(40, 200), (3, 10), (3, 40)])  # 10 and 40 pairs: more than the 3 x 3 pattern holds
+def test_pairs_in_any_order_have_the_gathered_logits_and_gradients(n, m):
+    gen = torch.Generator().manual_seed(n + m)
+    z = torch.randn(n, 5, dtype=torch.float64, requires_grad=True)
+    pairs = torch.randint(0, n, (2, m), generator=gen)
+    metric = torch.tensor([1.0, 1, 1, 1, -1], dtype=torch.float64)
+    w = torch.randn(m, dtype=torch.float64)
+    for sign in (None, metric):
+        got = ordered_pair_logits(z, pairs, sign)
+        want = (z[pairs[0]] * (1 if sign is None else sign) * z[pairs[1]]).sum(-1)  # in the given order
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(torch.autograd.grad((got * w).sum(), z)[0],
+                                   torch.autograd.grad((want * w).sum(), z)[0])
 
 
 def test_uniform_pairs_cover_all_ordered_pairs_evenly():

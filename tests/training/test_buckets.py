@@ -9,11 +9,11 @@ from gaescale import GAE, GCN, Graph
 from gaescale.data.synthetic import community_graph
 from gaescale.losses import pair_weights
 from gaescale.training.buckets import (
+    BucketEdges,
     DiskTable,
     PartitionBuckets,
     bucket_order,
     part_bounds,
-    range_subgraph,
     row_adagrad_,
 )
 from gaescale.training.samplers import induced_subgraph
@@ -27,15 +27,26 @@ def _graph(n=30, e=80, seed=0, weighted=False):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("ranges", [[(0, 30)], [(3, 11)], [(0, 7), (7, 19)], [(2, 9), (20, 30)]])
-def test_range_subgraph_is_the_induced_subgraph(ranges, weighted):
+@pytest.mark.parametrize("num_parts,parts", [(1, [0]), (4, [1]), (4, [0, 1]), (4, [1, 3]), (3, [0, 2])])
+def test_bucket_edges_give_the_induced_subgraph(tmp_path, num_parts, parts, weighted):
+    """The buckets' subgraph of one or two partitions is the subgraph their nodes induce (cut from the CSR), whatever
+    the chunks the buckets were built in; the files go with close()."""
     graph, _ = _graph(weighted=weighted)
-    nodes = np.concatenate([np.arange(a, b) for a, b in ranges])
-    got, want = range_subgraph(graph, ranges), induced_subgraph(graph, nodes)
-    np.testing.assert_array_equal(got.node_ids, want.node_ids)
-    np.testing.assert_array_equal(got.edge_index(), want.edge_index())
-    if weighted:
-        np.testing.assert_array_equal(got.edge_weight(), want.edge_weight())
+    bounds = part_bounds(graph.num_nodes, num_parts)
+    nodes = np.concatenate([np.arange(bounds[p], bounds[p + 1]) for p in parts])
+    want = induced_subgraph(graph, nodes)
+    for chunk in (7, 1 << 22):  # many chunks of rows (each holding a few buckets), and one
+        buckets = BucketEdges(graph, bounds, tmp_path, chunk=chunk)
+        got = buckets.subgraph(parts)
+        np.testing.assert_array_equal(got.node_ids, want.node_ids)
+        np.testing.assert_array_equal(got.edge_index(), want.edge_index())
+        if weighted:
+            np.testing.assert_array_equal(got.edge_weight(), want.edge_weight())
+        assert int(buckets.offsets[-1]) == graph.num_edges  # every edge in one bucket
+        on_disk = sum(f.stat().st_size for f in buckets.directory.iterdir())
+        assert 0 <= on_disk - BucketEdges.nbytes(graph.num_nodes, graph.num_edges, weighted) <= 2 * 128  # headers
+        buckets.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 6, 7])
@@ -131,11 +142,12 @@ def test_a_bucket_has_the_dense_loss_and_the_in_memory_table_gradients(tmp_path,
     table.rows[:] = memory.encoder.layers[0][0].weight.detach().T.numpy()
     strategy = _AllPairs(table, 3, lr=0.1, self_loops=self_loops)
     kwargs = dict(kind="bce", weighting="balanced", dense="sampled")
+    buckets = BucketEdges(graph, strategy.bounds, tmp_path)
     for parts in ([0], [1, 2], [0, 2]):
         ranges = [(int(strategy.bounds[p]), int(strategy.bounds[p + 1])) for p in parts]
         nodes = np.concatenate([np.arange(a, b) for a, b in ranges])
         rows = torch.from_numpy(table.rows[nodes].copy()).requires_grad_()
-        loss = strategy._bucket_loss(given, rows, graph, parts, None, kwargs)
+        loss = strategy._bucket_loss(given, rows, graph, parts, buckets.subgraph(parts), None, kwargs)
         loss.backward()
         first = ranges[0][1] - ranges[0][0]
         block = ((0, first), (first, len(nodes)) if len(parts) == 2 else (0, first))
@@ -147,7 +159,8 @@ def test_a_bucket_has_the_dense_loss_and_the_in_memory_table_gradients(tmp_path,
         # the in-memory table (the first layer's weight, trained with the rest): the same loss, and its gradient
         # is the rows' in the bucket's nodes and 0 elsewhere
         memory.zero_grad()
-        in_memory = strategy._bucket_loss(memory, torch.empty(0), graph, parts, None, kwargs)
+        in_memory = strategy._bucket_loss(memory, torch.empty(0), graph, parts, buckets.subgraph(parts), None,
+                                           kwargs)
         in_memory.backward()
         torch.testing.assert_close(in_memory, loss, rtol=1e-6, atol=1e-8)
         grad = memory.encoder.layers[0][0].weight.grad.T
@@ -163,7 +176,8 @@ def test_one_partition_with_every_pair_is_the_exact_full_loss(tmp_path):
     table = DiskTable(tmp_path / "t.npy", n, 5)
     table.rows[:] = memory.encoder.layers[0][0].weight.detach().T.numpy()
     rows = table.tensor.clone().requires_grad_()
-    got = _AllPairs(table, 1, lr=0.1)._bucket_loss(given, rows, graph, [0], None, dict(dense="sampled"))
+    whole = BucketEdges(graph, part_bounds(n, 1), tmp_path).subgraph([0])
+    got = _AllPairs(table, 1, lr=0.1)._bucket_loss(given, rows, graph, [0], whole, None, dict(dense="sampled"))
     z = memory(None, graph)
     want = memory.loss(z, torch.from_numpy(edges), dense="exact")
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)

@@ -24,7 +24,7 @@ from ..parallel.placement import Placement
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
 from ..pyg import as_edge_list, custom_encoder, describe, resolve_custom
-from ..training.buckets import DiskTable
+from ..training.buckets import BucketEdges, DiskTable
 from ..training.checkpoint import Checkpointer
 from ..training.heldout import baseline_summary
 from ..training.selection import selection_note
@@ -105,12 +105,15 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     sizes = Sizes(graph.num_nodes, graph.num_edges, num_features, strategy_name, inputs.prepared)
     model = _model(config, kind, sizes, device, custom)
     partitioned = strategy_name == "partitioned"
-    table_bytes = DiskTable.nbytes(sizes.num_nodes, config.encoder_dims[0]) if partitioned else 0
+    # a learnt table on disk, and its epoch's edges in buckets beside it (at most every edge: the training graph's)
+    table_bytes = (DiskTable.nbytes(sizes.num_nodes, config.encoder_dims[0])
+                   + BucketEdges.nbytes(sizes.num_nodes, sizes.num_edges, graph.weighted)) if partitioned else 0
     if writer is not None:  # the outputs' room, now that their sizes are known: before training, not after
         writer.check_space(output_bytes(sizes.num_nodes, sizes.num_edges, dim=config.dim or 16, model=model,
                                         weighted=graph.weighted, prepared=sizes.prepared is not None,
                                         checkpoints=bool(config.checkpoint_every)) + table_bytes,
-                           "the run's outputs and checkpoints" + (" and its learnt table" if partitioned else ""))
+                           "the run's outputs and checkpoints" + (" and its learnt table and edge buckets"
+                                                                   if partitioned else ""))
     del graph  # from here on only the training graph is needed
     x = None if placed.shards is not None else as_tensor(inputs.x)  # a prepared graph's features are copied here
     table, keep_table = learnt_table(config, sizes.num_nodes, out, log) if partitioned else (None, None)

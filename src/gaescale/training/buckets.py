@@ -6,16 +6,19 @@ PyTorch-BigGraph's row-wise Adagrad state, one float per row (4 bytes per node, 
 nodes are cut into ``P`` contiguous partitions (a prepared graph's node order keeps communities together). An epoch
 visits every bucket ``(i, j)``, ``i <= j``, once (:func:`bucket_order`), so that at most two partitions' rows are in
 memory. A bucket's step runs the encoder on the subgraph its partitions induce (Cluster-GCN's approximation: messages
-from other partitions are dropped), scores the training edges between ``i`` and ``j`` (within ``i`` when ``i == j``)
-and ``neg_ratio`` times as many ordered pairs drawn uniformly from the block ``i x j``, and its loss is the block's
-share of the full loss (:func:`gaescale.losses.minibatch_loss` with ``num_pairs``): over an epoch the shares add up
-to an unbiased estimate of the full loss, every training edge scored once. The other parameters (the later layers,
+from other partitions are dropped; its edges read from the epoch's edge buckets on disk, :class:`BucketEdges`),
+scores the training edges between ``i`` and ``j`` (within ``i`` when ``i == j``) and ``neg_ratio`` times as many
+ordered pairs drawn uniformly from the block ``i x j``, and its loss is the block's share of the full loss
+(:func:`gaescale.losses.minibatch_loss` with ``num_pairs``): over an epoch the shares add up to an unbiased estimate
+of the full loss, every training edge scored once. The other parameters (the later layers,
 the per-node biases) train with the trainer's Adam; the table's rows with row-wise Adagrad, applied once the step's
 backward is done.
 """
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +28,7 @@ import torch
 from ..errors import ParameterError
 from ..graph import Graph, with_self_loops
 from ..losses import full_precision, minibatch_loss
+from ..sparse import ordered_pair_logits
 
 ADAGRAD_EPS = 1e-10
 
@@ -54,31 +58,86 @@ def row_adagrad_(rows: torch.Tensor, state: torch.Tensor, grad: torch.Tensor, lr
     rows.addcdiv_(grad, state.sqrt().add_(eps).unsqueeze(1), value=-lr)
 
 
-def range_subgraph(graph: Graph, ranges: list[tuple[int, int]]) -> Graph:
-    """The subgraph of ``graph`` induced by the contiguous node ranges ``[(a, b), ...]`` (disjoint, ascending), its
-    nodes numbered in that order (``node_ids`` the original indices): :func:`gaescale.training.samplers.
-    induced_subgraph` of their concatenation, reading only those rows of the CSR and holding no array over all N."""
-    offsets = np.cumsum([0] + [b - a for a, b in ranges])
-    index = np.int32 if graph.num_nodes < 2**31 - 1 else np.int64  # 4 bytes per CSR slot where they suffice
-    rows, cols, weights = [], [], []
-    for k, (a, b) in enumerate(ranges):
-        lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
-        col = np.asarray(graph.indices[lo:hi]).astype(index, copy=False)
-        row = np.repeat(np.arange(offsets[k], offsets[k + 1], dtype=index), np.diff(np.asarray(graph.indptr[a:b + 1])))
-        local = np.full(col.shape, -1, index)
-        for (c, d), off in zip(ranges, offsets):
-            inside = (col >= c) & (col < d)
-            local[inside] = col[inside] - c + off
-        keep = (local >= 0) & (row < local)
-        rows.append(row[keep])
-        cols.append(local[keep])
-        if graph.data is not None:
-            weights.append(np.asarray(graph.data[lo:hi])[keep])
-    node_ids = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
-    return Graph.from_edge_index(np.stack([np.concatenate(rows), np.concatenate(cols)]).astype(np.int64),
-                                 int(offsets[-1]),
-                                 canonical=True, node_ids=node_ids,
-                                 edge_weight=np.concatenate(weights) if weights else None)
+class BucketEdges:
+    """The edges of ``graph`` (each once, ``u < v``) grouped by bucket on disk, PyTorch-BigGraph's edge buckets: those
+    from partition ``p`` to partition ``q >= p`` of ``bounds`` (:func:`part_bounds`) are ``edges[:, offsets[k]:
+    offsets[k + 1]]``, ``k = p P + q``, in CSR order. A bucket's subgraph then reads its own edges, where cutting it
+    from the CSR reads every edge of its two partitions' nodes: at 100M nodes in 48 partitions, each node's edges 48
+    times an epoch. Built in two passes over the CSR (counts, then the edges), ``chunk`` CSR slots at a time; the
+    arrays are ``.npy`` files in ``directory`` (``4 E`` bytes of 32-bit node indices each, ``8 E`` of 64-bit beyond
+    2^31 nodes, and a weighted graph's weights), which :meth:`close` removes."""
+
+    def __init__(self, graph: Graph, bounds: np.ndarray, directory: str | Path, *, chunk: int = 1 << 22):
+        self.bounds, self.num_parts = np.asarray(bounds, np.int64), len(bounds) - 1
+        self.directory = Path(tempfile.mkdtemp(prefix=".table-buckets-", dir=directory))
+        index = np.int32 if graph.num_nodes < 2**31 - 1 else np.int64
+        counts = np.zeros(self.num_parts ** 2, np.int64)
+        for _, _, key, _ in self._chunks(graph, chunk):
+            counts += np.bincount(key, minlength=counts.size)
+        self.offsets = np.concatenate([[0], np.cumsum(counts)])
+        total = int(self.offsets[-1])
+        self.edges = np.lib.format.open_memmap(self.directory / "edges.npy", "w+", index, (2, total))
+        self.weights = None if graph.data is None else np.lib.format.open_memmap(
+            self.directory / "weights.npy", "w+", np.float32, (total,))
+        cursor = self.offsets[:-1].copy()
+        for u, v, key, w in self._chunks(graph, chunk):
+            order = np.argsort(key, kind="stable")  # CSR order within each bucket
+            u, v, key = u[order], v[order], key[order]
+            w = None if w is None else w[order]
+            starts = np.flatnonzero(np.diff(key, prepend=-1))
+            for a, b in zip(starts, [*starts[1:], key.size]):
+                k, at = key[a], cursor[key[a]]
+                self.edges[0, at:at + b - a], self.edges[1, at:at + b - a] = u[a:b], v[a:b]
+                if w is not None:
+                    self.weights[at:at + b - a] = w[a:b]
+                cursor[k] += b - a
+
+    @staticmethod
+    def nbytes(num_nodes: int, num_edges: int, weighted: bool = False) -> int:
+        """Bytes of the files for ``num_edges`` undirected edges (their .npy headers aside)."""
+        return num_edges * ((8 if num_nodes < 2**31 - 1 else 16) + (4 if weighted else 0))
+
+    def _chunks(self, graph: Graph, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """``(u, v, bucket, weight)`` of the edges ``u < v`` of rows of ``graph`` holding about ``chunk`` CSR slots."""
+        indptr, n = graph.indptr, graph.num_nodes
+        cuts = np.unique(np.searchsorted(indptr, np.arange(0, int(indptr[-1]), chunk), side="right") - 1)
+        for a, b in zip(cuts, [*cuts[1:].tolist(), n]):
+            lo, hi = int(indptr[a]), int(indptr[b])
+            v = np.asarray(graph.indices[lo:hi], np.int64)
+            u = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(np.asarray(indptr[a:b + 1])))
+            keep = u < v
+            u, v = u[keep], v[keep]
+            pu = np.searchsorted(self.bounds, u, side="right") - 1
+            pv = np.searchsorted(self.bounds, v, side="right") - 1
+            yield u, v, pu * self.num_parts + pv, None if graph.data is None else np.asarray(graph.data[lo:hi])[keep]
+
+    def bucket(self, p: int, q: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(edges: (2, E_pq) int64, weights: (E_pq,) or None)`` of the bucket ``p <= q``, global node indices."""
+        k = p * self.num_parts + q
+        a, b = int(self.offsets[k]), int(self.offsets[k + 1])
+        return np.asarray(self.edges[:, a:b], np.int64), None if self.weights is None else np.array(self.weights[a:b])
+
+    def subgraph(self, parts: list[int]) -> Graph:
+        """The subgraph induced by the partitions ``parts`` (one, or two ascending), their nodes numbered in that
+        order (what :func:`gaescale.training.samplers.induced_subgraph` cuts from the CSR), from the buckets ``(p, q)``,
+        ``p <= q`` in ``parts``."""
+        starts = [int(self.bounds[p]) for p in parts]
+        offsets = np.cumsum([0] + [int(self.bounds[p + 1]) - a for p, a in zip(parts, starts)])
+        local = dict(zip(parts, zip(starts, offsets)))
+        edges, weights = [], []
+        for a, p in enumerate(parts):
+            for q in parts[a:]:
+                e, w = self.bucket(p, q)
+                edges.append(np.stack([e[0] - local[p][0] + local[p][1], e[1] - local[q][0] + local[q][1]]))
+                weights.append(w)
+        node_ids = np.concatenate([np.arange(a, a + offsets[k + 1] - offsets[k]) for k, a in enumerate(starts)])
+        return Graph.from_edge_index(np.concatenate(edges, 1), int(offsets[-1]), canonical=True, node_ids=node_ids,
+                                     edge_weight=None if self.weights is None else np.concatenate(weights))
+
+    def close(self) -> None:
+        """Remove the files."""
+        self.edges = self.weights = None
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class DiskTable:
@@ -143,12 +202,13 @@ class PartitionBuckets:
                                  loss_kwargs["dense"])
         held: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         pending = None  # the step whose rows wait for their update: applied after the trainer's backward
+        buckets = BucketEdges(graph, self.bounds, self.table.path.parent)  # this epoch's, removed at its end
         try:
             for i, j in bucket_order(self.num_parts):
                 self._hold(held, {i, j})
                 parts = [i] if i == j else [i, j]
                 rows = torch.cat([held[p][0] for p in parts]).requires_grad_()
-                loss = self._bucket_loss(model, rows, graph, parts, generator, loss_kwargs)
+                loss = self._bucket_loss(model, rows, graph, parts, buckets.subgraph(parts), generator, loss_kwargs)
                 if loss is None:
                     continue
                 pending = (rows, parts)
@@ -160,15 +220,15 @@ class PartitionBuckets:
                 self._update(held, *pending)
             self._hold(held, set())
             self.table.flush()
+            buckets.close()
 
-    def _bucket_loss(self, model, rows: torch.Tensor, graph: Graph, parts: list[int], generator,
+    def _bucket_loss(self, model, rows: torch.Tensor, graph: Graph, parts: list[int], sub: Graph, generator,
                      loss_kwargs: dict) -> torch.Tensor | None:
-        """The loss of the block ``parts[0] x parts[-1]`` from the rows of its partitions ``rows: (n_b, h1)``;
-        None for a block without a training edge or self pair."""
-        bounds, n = self.bounds, graph.num_nodes
-        ranges = [(int(bounds[p]), int(bounds[p + 1])) for p in parts]
-        sub = range_subgraph(graph, ranges)
-        first = ranges[0][1] - ranges[0][0]
+        """The loss of the block ``parts[0] x parts[-1]`` from the rows of its partitions ``rows: (n_b, h1)`` and the
+        subgraph ``sub`` they induce in ``graph`` (:meth:`BucketEdges.subgraph`); None for a block without a training
+        edge or self pair."""
+        n = graph.num_nodes
+        first = int(self.bounds[parts[0] + 1] - self.bounds[parts[0]])
         edges, weight = sub.edge_index(), sub.edge_weight()
         if len(parts) == 2:  # the edges between the two partitions only: those within are the diagonal buckets'
             between = (edges[0] < first) & (edges[1] >= first)
@@ -184,7 +244,9 @@ class PartitionBuckets:
         second = (first, sub.num_nodes) if len(parts) == 2 else (0, first)  # the block's second partition
         neg = self.negatives(first, second, max(1, round(float(loss_kwargs.get("neg_ratio", 1.0)) * b)), generator)
         z = full_precision(model(rows.to(next(model.parameters()).device), sub))
-        s = model.logits(z, torch.cat([pos, neg], 1).to(z.device))
+        pairs = torch.cat([pos, neg], 1).to(z.device)
+        # a bilinear decoder's logits through the pairs' CSR (the gathers of model.logits were most of a bucket's time)
+        s = model.logits(z, pairs) if model.pair_decoder is not None else ordered_pair_logits(z, pairs, model.metric(z))
         block = first * (sub.num_nodes - first) * 2 if len(parts) == 2 else first * first
         slots = int(graph.indices.size)
         loss = minibatch_loss(s[:b], s[b:], num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0),
