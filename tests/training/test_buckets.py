@@ -233,6 +233,27 @@ def test_fit_trains_the_table_and_keeps_the_last_epoch(tmp_path):
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
 
 
+def test_an_epoch_removes_its_buckets_and_a_killed_epochs(tmp_path):
+    graph, given, table, _ = _small(tmp_path)
+    stale = tmp_path / ".table-buckets-killed"  # what a killed process's epoch left beside the table
+    stale.mkdir()
+    (stale / "edges.npy").write_bytes(b"x" * 100)
+    steps = PartitionBuckets(table, 4, lr=0.05).steps(given, None, graph, None, torch.Generator(), {})
+    next(steps).backward()
+    assert [p.name.startswith(".table-buckets-") for p in tmp_path.iterdir()].count(True) == 1  # this epoch's only
+    for loss in steps:
+        loss.backward()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.adagrad.npy", "t.npy"]
+
+
+def test_buckets_that_cannot_be_built_leave_nothing(tmp_path, monkeypatch):
+    graph, _ = _graph()
+    monkeypatch.setattr(BucketEdges, "_build", lambda self, g, c: (_ for _ in ()).throw(OSError("No space left")))
+    with pytest.raises(OSError, match="No space"):
+        BucketEdges(graph, part_bounds(graph.num_nodes, 3), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_table_stopped_mid_epoch_is_written_back(tmp_path):
     graph, given, table, before = _small(tmp_path)
     steps = PartitionBuckets(table, 4, lr=0.05).steps(given, None, graph, None, torch.Generator(), {})

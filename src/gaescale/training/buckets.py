@@ -31,6 +31,7 @@ from ..losses import full_precision, minibatch_loss
 from ..sparse import ordered_pair_logits
 
 ADAGRAD_EPS = 1e-10
+PREFIX = ".table-buckets-"  # BucketEdges' directories beside the table
 
 
 def part_bounds(num_nodes: int, num_parts: int) -> np.ndarray:
@@ -69,7 +70,14 @@ class BucketEdges:
 
     def __init__(self, graph: Graph, bounds: np.ndarray, directory: str | Path, *, chunk: int = 1 << 22):
         self.bounds, self.num_parts = np.asarray(bounds, np.int64), len(bounds) - 1
-        self.directory = Path(tempfile.mkdtemp(prefix=".table-buckets-", dir=directory))
+        self.directory = Path(tempfile.mkdtemp(prefix=PREFIX, dir=directory))
+        try:
+            self._build(graph, chunk)
+        except BaseException:  # a full disk, an interrupt: no half-written buckets left behind
+            self.close()
+            raise
+
+    def _build(self, graph: Graph, chunk: int) -> None:
         index = np.int32 if graph.num_nodes < 2**31 - 1 else np.int64
         counts = np.zeros(self.num_parts ** 2, np.int64)
         for _, _, key, _ in self._chunks(graph, chunk):
@@ -203,6 +211,8 @@ class PartitionBuckets:
                                  loss_kwargs["dense"])
         held: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         pending = None  # the step whose rows wait for their update: applied after the trainer's backward
+        for stale in self.table.path.parent.glob(PREFIX + "*"):  # a killed process's epoch (one process a run)
+            shutil.rmtree(stale, ignore_errors=True)
         buckets = BucketEdges(graph, self.bounds, self.table.path.parent)  # this epoch's, removed at its end
         try:
             for i, j in bucket_order(self.num_parts):
