@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import ParameterError
-from ..graph import Graph, with_self_loops
+from ..graph import Graph, row_ranges, with_self_loops
 from ..losses import full_precision, minibatch_loss
 from ..sparse import ordered_pair_logits
 
@@ -108,9 +108,9 @@ class BucketEdges:
 
     def _chunks(self, graph: Graph, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """``(u, v, bucket, weight)`` of the edges ``u < v`` of rows of ``graph`` holding about ``chunk`` CSR slots."""
-        indptr, n = graph.indptr, graph.num_nodes
-        cuts = np.unique(np.searchsorted(indptr, np.arange(0, int(indptr[-1]), chunk), side="right") - 1)
-        for a, b in zip(cuts, [*cuts[1:].tolist(), n]):
+        indptr = graph.indptr
+        cuts = row_ranges(indptr, chunk)
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
             lo, hi = int(indptr[a]), int(indptr[b])
             v = np.asarray(graph.indices[lo:hi], np.int64)
             u = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(np.asarray(indptr[a:b + 1])))
