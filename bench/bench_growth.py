@@ -138,7 +138,7 @@ def _result(n: int, proc: subprocess.CompletedProcess | subprocess.Popen, out: s
     return row
 
 
-def _one_after_another(sizes: list[int], cmd, turns: int) -> list[dict] | None:
+def _one_after_another(sizes: list[int], cmd) -> list[dict] | None:
     rows = []
     for n in sizes:
         done = subprocess.run(cmd(n), capture_output=True, text=True)
@@ -146,6 +146,17 @@ def _one_after_another(sizes: list[int], cmd, turns: int) -> list[dict] | None:
         if rows[-1] is None:
             return None
     return rows
+
+
+def _rounds(pipes: list[tuple[int, int]], turns: int) -> bool:
+    """Give each process of ``pipes`` (go, done) its ``turns``, round after round; False as soon as one ends without
+    handing its turn back (it failed)."""
+    for _ in range(turns):
+        for go, done in pipes:
+            os.write(go, b".")
+            if not os.read(done, 1):
+                return False
+    return True
 
 
 def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
@@ -160,15 +171,7 @@ def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
         os.close(done[1])
         pipes.append((go[1], done[0]))
     try:
-        failed = False
-        for _ in range(turns):
-            for go, done in pipes:
-                os.write(go, b".")
-                failed = failed or not os.read(done, 1)  # it ended without handing the turn back
-                if failed:
-                    break
-            if failed:
-                break
+        failed = not _rounds(pipes, turns)
         rows = []
         for n, proc, files in procs:
             if failed and proc.poll() is None:
@@ -209,8 +212,8 @@ def main(argv=None) -> int:
     cmd = lambda n: [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs),  # noqa: E731
                      "--threads", str(args.threads), "--profile", str(args.profile),
                      *(["--order", args.order] if args.order else [])]
-    runner = _one_after_another if args.one_after_another else _in_turns
-    rows = runner(sizes, cmd, args.epochs + args.profile)
+    turns = args.epochs + args.profile
+    rows = _one_after_another(sizes, cmd) if args.one_after_another else _in_turns(sizes, cmd, turns)
     if rows is None:
         return 1
     first = rows[0]
