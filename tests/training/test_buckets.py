@@ -11,6 +11,7 @@ from gaescale.losses import pair_weights
 from gaescale.training.buckets import (
     BucketEdges,
     DiskTable,
+    EdgeSample,
     PartitionBuckets,
     bucket_order,
     part_bounds,
@@ -47,6 +48,39 @@ def test_bucket_edges_give_the_induced_subgraph(tmp_path, num_parts, parts, weig
         assert 0 <= on_disk - BucketEdges.nbytes(graph.num_nodes, graph.num_edges, weighted) <= 2 * 128  # headers
         buckets.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def _banded(n=4000, e=40000, seed=2):
+    """Edges between nodes at most 50 apart: a graph in a locality order, as a prepared graph's order keeps
+    communities together."""
+    rng = np.random.default_rng(seed)
+    u = rng.integers(0, n - 50, e)
+    return np.stack([u, u + rng.integers(1, 51, e)])
+
+
+@pytest.mark.parametrize("order", ["locality", "random"])
+def test_an_edge_sample_bounds_the_largest_bucket_from_above_and_closely(order):
+    """The sample's estimate of the largest bucket subgraph's share of the edges, against the exact count over every
+    edge: never below it, and within a few points of it, whether the node order keeps the edges within partitions or
+    spreads them evenly."""
+    edges = _banded()
+    if order == "random":
+        edges = np.random.default_rng(0).permutation(4000)[edges]
+    graph = Graph.from_edge_index(edges, 4000)
+    u, v = graph.edge_index()
+    sample = EdgeSample.of(graph, size=100_000)
+    for num_parts in (2, 3, 5, 8):
+        bounds = part_bounds(4000, num_parts)
+        pu, pv = (np.searchsorted(bounds, x, side="right") - 1 for x in (u, v))
+        exact = max(np.mean(np.isin(pu, [i, j]) & np.isin(pv, [i, j]))  # the edges with both ends in i or j
+                    for i in range(num_parts) for j in range(i + 1, num_parts))
+        got = sample.largest_share(num_parts)
+        assert exact <= got <= exact + 0.02, (num_parts, exact, got)
+        if order == "random":  # about 4 / P^2: the within and between blocks of two partitions
+            assert got < 6 / num_parts ** 2
+        else:  # two neighbouring partitions keep nearly every edge of their nodes
+            assert got > 1.9 / num_parts
+    assert sample.largest_share(1) == 1.0
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 6, 7])

@@ -3,7 +3,8 @@
 The table ``T: (N, h1)`` of a featureless GCN's first layer (:class:`gaescale.encoders.GCN` with ``table='input'``:
 the same model as with the table in memory, ``A_hat T`` first) lives in a memory-mapped ``.npy`` file, and beside it
 PyTorch-BigGraph's row-wise Adagrad state, one float per row (4 bytes per node, where Adam holds 8 per entry). The
-nodes are cut into ``P`` contiguous partitions (a prepared graph's node order keeps communities together). An epoch
+nodes are cut into ``P`` contiguous partitions (a prepared graph's node order keeps communities together; the
+planner takes the fewest whose step fits the memory budget, :class:`EdgeSample` estimating its edges). An epoch
 visits every bucket ``(i, j)``, ``i <= j``, once (:func:`bucket_order`), so that at most two partitions' rows are in
 memory. A bucket's step runs the encoder on the subgraph its partitions induce (Cluster-GCN's approximation: messages
 from other partitions are dropped; its edges read from the epoch's edge buckets on disk, :class:`BucketEdges`),
@@ -57,6 +58,41 @@ def row_adagrad_(rows: torch.Tensor, state: torch.Tensor, grad: torch.Tensor, lr
     ``rows: (n, w) -= lr * grad / (sqrt(state) + eps)`` (``grad: (n, w)``)."""
     state.add_(grad.square().mean(1))
     rows.addcdiv_(grad, state.sqrt().add_(eps).unsqueeze(1), value=-lr)
+
+
+class EdgeSample:
+    """``size`` slots of a CSR ``(indptr, indices)`` drawn uniformly with their rows (each undirected edge is two
+    slots), from which :meth:`largest_share` estimates how many edges the largest bucket's subgraph holds for any
+    number of partitions without a pass over the graph: a graph in a locality order keeps most edges within
+    partitions, one in a random order spreads them evenly (``~4 / P^2`` of them a bucket). A memory-mapped CSR is read
+    at the sampled slots only."""
+
+    def __init__(self, indptr, indices, *, size: int = 200_000, seed: int = 0):
+        slots = int(indptr[-1])
+        self.num_nodes = len(indptr) - 1
+        k = np.sort(np.random.default_rng(seed).integers(0, max(slots, 1), min(size, slots)))
+        self.rows = np.searchsorted(indptr, k, side="right") - 1
+        self.cols = np.asarray(indices[k], np.int64)
+
+    @classmethod
+    def of(cls, graph: Graph, **kwargs) -> EdgeSample:
+        return cls(graph.indptr, graph.indices, **kwargs)
+
+    def largest_share(self, num_parts: int) -> float:
+        """The largest fraction of the edges that one bucket's subgraph holds (:meth:`BucketEdges.subgraph`: the
+        edges within its partitions and between them) with ``num_parts`` partitions: the sample's, plus three
+        standard errors and one slot, so that a sample's noise errs towards more memory."""
+        size = self.rows.size
+        if num_parts < 2 or size == 0:
+            return 1.0
+        bounds = part_bounds(self.num_nodes, num_parts)
+        p = np.searchsorted(bounds, self.rows, side="right") - 1
+        q = np.searchsorted(bounds, self.cols, side="right") - 1
+        counts = np.bincount(p * num_parts + q, minlength=num_parts ** 2).reshape(num_parts, num_parts) / size
+        within = np.diag(counts)
+        shares = within[:, None] + within[None, :] + counts + counts.T  # bucket (i, j): within i, within j, between
+        share = float(shares[np.triu_indices(num_parts, 1)].max())
+        return min(1.0, share + 3 * math.sqrt(share * (1 - share) / size) + 1 / size)
 
 
 class BucketEdges:
