@@ -284,3 +284,30 @@ def test_counted_bytes_match_the_structural_parts_pool_in_full_batch(hard):
     assert pool.num_pairs == g.num_edges and 0.95 * counted <= held <= counted
 
 
+
+
+class _Spread:
+    """A graph in a random node order: a bucket's subgraph holds about ``4 / P^2`` of the edges."""
+
+    @staticmethod
+    def largest_share(parts: int) -> float:
+        return min(1.0, 4 / parts ** 2)
+
+
+def test_the_table_takes_the_fewest_partitions_whose_step_fits_the_budget():
+    config = gaescale.TrainConfig(encoder="linear", dim=16, strategy="partitioned")
+    n, e, budget = 100_000_000, 1_000_000_000, 22 * 2**30
+
+    def planned(config=config, **kwargs):
+        return {p.strategy: p for p in plan(config, n, e, None, prepared=True, **kwargs)}["partitioned"]
+
+    chosen = planned(budget=budget, sample=_Spread())
+    assert chosen.peak_bytes <= budget and 2 < chosen.table_parts < 48
+    assert f"{chosen.table_parts} partitions" in chosen.note and "the fewest that fit the budget" in chosen.note
+    fewer = planned(dataclasses.replace(config, table_parts=chosen.table_parts - 1), budget=budget, sample=_Spread())
+    assert fewer.peak_bytes > budget and fewer.table_parts == chosen.table_parts - 1  # --table-parts is kept
+    assert fewer.steps == (chosen.table_parts - 1) * chosen.table_parts // 2
+    # without a sample, a bucket may hold every edge of its nodes: more partitions for the same budget
+    assert chosen.table_parts < planned(budget=budget).table_parts < 48
+    assert planned().table_parts == 48  # no budget: one partition per 2,097,152 nodes
+    assert planned(budget=2**30).table_parts == 48  # none fits: the default, which the budget's refusal names

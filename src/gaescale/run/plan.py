@@ -22,7 +22,7 @@ from ..optional import available, install_hint
 from ..outputs import MAPPED_MIN_BYTES
 from ..rules import partitioned_refusals
 from ..structure import CANDIDATE_BUDGET, MEMO_BYTES
-from ..training.buckets import DiskTable
+from ..training.buckets import DiskTable, EdgeSample
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
 # Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
@@ -30,6 +30,7 @@ BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale
 # neighbour sampling last (its computation graph reaches most of a well-connected graph; BENCHMARKS.md).
 # A featureless graph whose learnt table does not fit: the table on disk, trained in partitions (PyTorch-BigGraph's).
 AUTO_ORDER = ("full", "fastgae", "cluster", "neighbor", "partitioned")
+MAX_TABLE_PARTS = 256  # partitioned: the most partitions the planner tries for a budget (32,896 buckets an epoch)
 NEEDS = {"cluster": "pymetis"}  # the optional package (gaescale.optional) a strategy trains with
 
 
@@ -52,6 +53,7 @@ class StrategyPlan:
     note: str = ""
     setup_bytes: int = 0
     table_bytes: int = 0  # of resident_bytes: a featureless first layer's learnt table, its gradient and Adam's state
+    table_parts: int = 0  # partitioned's partitions of the table on disk
 
     @property
     def peak_bytes(self) -> int:
@@ -69,6 +71,10 @@ PER_PAIR = 23.0
 # What the first step and evaluation add whatever the graph's size (MKL's and OpenMP's buffers, torch's
 # autograd state, scikit-learn imported for the first validation AUC): measured at 200,000 nodes.
 STEP_BASE = 280 * 2**20
+# A partitioned bucket's step measured against the arrays counted in _partitions (BENCHMARKS.md, issue 31): at 100M
+# nodes in 8 partitions 1.07x (anonymous peak 20.73 GiB, 19.63 predicted unscaled), at 8M nodes 1.24x (freed buffers
+# the allocator keeps between buckets, and the pairs' CSR of sparse.ordered_pair_logits).
+PARTITIONED_STEP_SCALE = 1.25
 # METIS (pymetis.part_graph) on the whole graph's CSR, before Cluster-GCN trains: 76 bytes per CSR entry over what
 # the process held (1,000,000 nodes, 17.8M entries: 1.35 GB; its coarsened copies and the int64 copy pymetis makes).
 METIS_PER_ENTRY = 76.0
@@ -139,7 +145,7 @@ def _prepared_evaluation(n: float, widths: list[int], in_width: float, sage: boo
 
 
 def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, *,
-         prepared: bool = False) -> list[StrategyPlan]:
+         prepared: bool = False, budget: int | None = None, sample: EdgeSample | None = None) -> list[StrategyPlan]:
     """Predictions for every strategy (in :data:`AUTO_ORDER`) for a graph of ``num_nodes`` nodes,
     ``num_edges`` undirected edges and ``num_features`` features per node (None: featureless), with the
     model, loss and strategy options of ``config`` (unset strategy options take their defaults).
@@ -147,7 +153,11 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     ``prepared``: the graph is a memory-mapped directory of ``gaescale prepare``. Its CSR arrays and the
     training graph's column indices are then file-backed pages (page cache the kernel can drop, not
     counted); the pipeline holds no edge list; Cluster-GCN and neighbour sampling evaluate layer by layer
-    instead of building the whole graph's operator."""
+    instead of building the whole graph's operator.
+
+    ``partitioned`` without ``config.table_parts``: the fewest partitions whose peak fits ``budget`` bytes (given),
+    with the largest bucket's edges from ``sample`` (the graph's, :class:`EdgeSample`), or without it every edge of
+    a bucket's nodes (a locality order's worst case)."""
     for name, value in (("num_nodes", num_nodes), ("num_edges", num_edges)):
         if not isinstance(value, int) or value < 1:
             raise ParameterError(name, "plan", "an int >= 1", value)
@@ -209,7 +219,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                            per_pass, spmm_width))
     plans = [replace(p, table_bytes=int(table)) for p in plans]
     if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
-        plans.append(_partitioned(config, n, et, resident - table, minibatch, per_pass, spmm_width))
+        plans.append(_partitioned(config, n, et, resident - table, minibatch, per_pass, spmm_width, budget, sample))
     return plans
 
 
@@ -254,24 +264,40 @@ def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: floa
 
 
 def _partitioned(config: TrainConfig, n: float, et: float, resident: float, evaluation: tuple[float, float, float],
-                 per_pass: float, spmm_width: float) -> StrategyPlan:
-    """``partitioned`` (:class:`gaescale.training.buckets.PartitionBuckets`): the table a file's pages (not counted);
-    a step holds two partitions' rows and state, the rows' copy and gradient, the CSR slots of the bucket's nodes
-    while its subgraph is cut (27 bytes each: rows, columns, local indices, masks), and a Cluster-GCN step over the
-    bucket, which may keep every edge of its nodes (contiguous partitions of a graph in a locality order keep most)."""
+                 per_pass: float, spmm_width: float, budget: int | None, sample: EdgeSample | None) -> StrategyPlan:
+    """``partitioned`` (:class:`gaescale.training.buckets.PartitionBuckets`) with ``config.table_parts`` partitions,
+    or the fewest from 2 (up to :data:`MAX_TABLE_PARTS` or the default) that fit ``budget`` (an epoch's work on nodes
+    grows with the partitions: each partition is read, encoded and updated once per bucket, ``P + 1`` times an
+    epoch), or, where none fits, the default."""
+    default = config.strategy_options(int(n))["table_parts"]
+    if config.table_parts or budget is None:
+        return _partitions(config, n, et, resident, evaluation, per_pass, spmm_width, default, sample)
+    for parts in range(2, min(int(n), max(default, MAX_TABLE_PARTS)) + 1):
+        p = _partitions(config, n, et, resident, evaluation, per_pass, spmm_width, parts, sample)
+        if p.peak_bytes <= budget:
+            return replace(p, note=p.note + " (the fewest that fit the budget)")
+    return _partitions(config, n, et, resident, evaluation, per_pass, spmm_width, default, sample)
+
+
+def _partitions(config: TrainConfig, n: float, et: float, resident: float, evaluation: tuple[float, float, float],
+                per_pass: float, spmm_width: float, parts: int, sample: EdgeSample | None) -> StrategyPlan:
+    """``partitioned`` with ``parts`` partitions: the table a file's pages (not counted); a step holds two partitions'
+    rows and state, the rows' copy and gradient, the bucket's subgraph as it is read from the epoch's edge buckets
+    (:meth:`gaescale.training.buckets.BucketEdges.subgraph`: the buckets' int64 edges, shifted, then joined: 48 bytes
+    an edge), and a Cluster-GCN step over it. Its edges: ``sample``'s largest bucket, or every edge of its nodes."""
     first, kept, evaluation = evaluation
     widths = config.encoder_dims
-    parts = config.strategy_options(int(n))["table_parts"]
     nb, w = min(n, 2 * n / parts), widths[0]
-    eb = min(et, et * 2 * nb / n)
+    eb = et * sample.largest_share(parts) if sample is not None else min(et, et * 2 * nb / n)
     steps = parts * (parts + 1) // 2
-    step = (STEP_BASE + 8 * n + nb * (4 * w + 4) + 8 * nb * w + 27 * 2 * eb
-            + _graph(nb, eb) + max(_build(nb, eb, False), _operator(nb, eb, False) + _activations(nb, widths, False)
-                                   + PER_PAIR * eb * (1 + config.neg_ratio)))
+    step = PARTITIONED_STEP_SCALE * (
+        STEP_BASE + 8 * n + nb * (4 * w + 4) + 8 * nb * w + 48 * eb + _graph(nb, eb)
+        + max(_build(nb, eb, False), _operator(nb, eb, False) + _activations(nb, widths, False)
+              + PER_PAIR * eb * (1 + config.neg_ratio)))
     return StrategyPlan("partitioned", int(resident), int(max(first, kept + max(step, evaluation))),
                         steps * ((2 * eb + nb) * spmm_width + nb * per_pass), et * (1 + config.neg_ratio), steps,
                         f"table of {int(n):,} x {w} on disk ({DiskTable.nbytes(int(n), w) / 2**30:.2f} GiB with its "
-                        f"state), {parts:,} partitions, {steps:,} buckets")
+                        f"state), {parts:,} partitions, {steps:,} buckets", table_parts=parts)
 
 
 def _neighbour_reach(n: float, e: float, et: float, pairs: float, fanouts) -> tuple[float, float, float]:
@@ -372,8 +398,10 @@ def plan_command(config: TrainConfig, graph: str | None, num_nodes, num_edges, n
     device = _device(config)  # before the graph is read: --device cuda without a GPU is refused at once
     from ..data.prepare import is_prepared, open_prepared
     prepared = graph is not None and is_prepared(graph)
+    g = None
     if prepared:
-        manifest = open_prepared(graph).manifest
+        opened = open_prepared(graph)
+        g, manifest = opened.graph, opened.manifest
         n, e = int(manifest["num_nodes"]), int(manifest["num_edges"])
         f = f or int(manifest.get("features") or 0)
     elif graph is not None:
@@ -389,7 +417,8 @@ def plan_command(config: TrainConfig, graph: str | None, num_nodes, num_edges, n
     budget = budget_bytes(config, device)  # as train's --strategy auto plans (run/strategy.py): a GPU's memory too
     capped = f" (at most {device}'s free memory)" if device.type == "cuda" and not config.memory_budget else ""
     config = config.for_graph(f or None)
-    plans = plan(config, n, e, f or None, prepared=prepared)
+    sample = EdgeSample.of(g) if g is not None and not f else None  # as train sizes partitioned's buckets
+    plans = plan(config, n, e, f or None, prepared=prepared, budget=budget, sample=sample)
     lines = [f"{n:,} nodes, {e:,} edges, {f or 'no'} features, {config.encoder} "
              f"{'-'.join(map(str, config.encoder_dims))}{', VGAE' if config.variational else ''}; "
              f"budget {budget / 2**30:.2f} GiB{capped}", "",
