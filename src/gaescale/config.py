@@ -114,9 +114,10 @@ class TrainConfig:
                                  "partitioned whose predicted peak fits --memory-budget; see 'gaescale plan')",
                          "choice", section="scaling",
                          choices=("full", "cluster", "fastgae", "neighbor", "partitioned", "auto"))
-    memory_budget: float | None = _opt(None, "memory that --strategy auto may plan for, in GiB or with a unit: 22GiB, "
-                                             "22G, 512MiB, 20GB (10^9 bytes) (default: the memory available when "
-                                             "training starts)", "gib>0", section="scaling", optional=True,
+    memory_budget: float | None = _opt(None, "memory that --strategy auto, and partitioned's partitions, may plan "
+                                             "for, in GiB or with a unit: 22GiB, 22G, 512MiB, 20GB (10^9 bytes) "
+                                             "(default: the memory available when training starts)", "gib>0",
+                                       section="scaling", optional=True,
                                        metavar="SIZE")
     cluster_parts: int | None = _opt(None, "METIS parts for --strategy cluster (default: one per 1,000 nodes)",
                                      "int>=1", section="scaling", optional=True)
@@ -132,7 +133,9 @@ class TrainConfig:
     batch_size: int | None = _opt(None, "training edges per --strategy neighbor step (default: 65,536)", "int>=1",
                                   section="scaling", optional=True)
     table_parts: int | None = _opt(None, "node partitions of the learnt table for --strategy partitioned (two in "
-                                         "memory per step; default: one per 2,097,152 nodes, at least 2)", "int>=1",
+                                         "memory per step; default: the fewest whose step fits --memory-budget, "
+                                         "planned from a sample of the graph's edges, else one per 2,097,152 nodes)",
+                                   "int>=1",
                                    section="scaling", optional=True)
     table_lr: float | None = _opt(None, "the learnt table's row-wise Adagrad learning rate for --strategy partitioned "
                                         "(default: 0.1)", "float>0", section="scaling", optional=True)
@@ -205,7 +208,8 @@ class TrainConfig:
         if self.dense == "closed" and self.loss != "linear-mse":
             raise ParameterError("dense", "train", "'sampled' or 'exact' unless loss='linear-mse'", self.dense)
         owners = {"cluster_parts": "cluster", "clusters_per_batch": "cluster", "fastgae_nodes": "fastgae",
-                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor", "memory_budget": "auto",
+                  "fastgae_alpha": "fastgae", "fanouts": "neighbor", "batch_size": "neighbor",
+                  "memory_budget": "partitioned",  # auto's choice, and the partitions of the table (plan.py)
                   "table_parts": "partitioned", "table_lr": "partitioned"}
         for name, strategy in owners.items():  # a flag of another strategy would be silently ignored
             if getattr(self, name) is not None and self.strategy not in (strategy, "auto"):

@@ -81,3 +81,32 @@ def test_a_prepared_featureless_graph_trains_from_the_command_line_and_cannot_em
     np.savetxt(tmp_path / "e.txt", data.edge_index.T, fmt="%d")
     with pytest.raises(gaescale.ParameterError, match="a run trained with node features"):
         Run.open(tmp_path / "run").embed(tmp_path / "e.txt")
+
+
+def test_train_and_plan_size_the_partitions_alike_from_the_graph_s_edges(tmp_path, capsys):
+    """Without --table-parts, train takes the planner's partitions: the fewest whose step fits --memory-budget, with
+    the largest bucket from a sample of the graph's edges; 'gaescale plan' names the same, and the run's config
+    keeps them."""
+    import json
+
+    from gaescale.config import TrainConfig
+    from gaescale.run.plan import plan
+    from gaescale.training.buckets import EdgeSample
+
+    data = _featureless(2000, 10000, seed=3)
+    np.save(tmp_path / "e.npy", data.edge_index)
+    prepare(tmp_path / "e.npy", tmp_path / "prep")
+    sample = EdgeSample.of(gaescale.data.prepare.open_prepared(tmp_path / "prep").graph)
+    peaks = [{p.strategy: p for p in plan(TrainConfig(strategy="partitioned", encoder="linear", dim=16, table_parts=k),
+                                          2000, int(json.loads((tmp_path / "prep" / "graph.json").read_text())
+                                                    ["num_edges"]), None, prepared=True, sample=sample)}
+             ["partitioned"].peak_bytes for k in (2, 3)]
+    assert peaks[0] > peaks[1]
+    budget = f"{(peaks[0] + peaks[1]) / 2 / 2**30:.9f}"  # room for three partitions, not for two
+    flags = ["--encoder", "linear", "--dim", "16", "--memory-budget", budget]
+    assert main(["plan", str(tmp_path / "prep"), "--strategy", "partitioned", *flags]) == 0
+    assert "3 partitions, 6 buckets (the fewest that fit the budget)" in capsys.readouterr().out
+    assert main(["train", str(tmp_path / "prep"), "--out", str(tmp_path / "run"), "--strategy", "partitioned",
+                 *flags, "--epochs", "2", "--no-report"]) == 0
+    assert "3 node partitions, 6 buckets per epoch" in capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["table_parts"] == 3

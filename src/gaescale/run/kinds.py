@@ -38,12 +38,13 @@ from ..parallel.placement import Placement, place
 from ..parallel.reading import read_on_ranks
 from ..pyg import check_custom_encoder
 from ..structure import FEATURES, StructuralPart, StructuralScores
+from ..training.buckets import EdgeSample
 from ..training.evaluate import link_scores
 from ..training.heldout import baseline_metrics, test_metrics, verdict
 from ..training.strategies import weighted_pairs
 from .ranking import resolve_structure
 from .result import Fitted
-from .strategy import choose_strategy
+from .strategy import choose_strategy, size_table
 
 
 def kind_of(config: TrainConfig):
@@ -92,8 +93,12 @@ class Undirected:
 
     def choose(self, config: TrainConfig, graph: Graph, num_features: int | None, log, *, prepared: bool, device,
                runtime) -> tuple[str, TrainConfig]:
+        # the largest bucket of a featureless graph's table on disk (partitioned) from its edges, not the worst case
+        sample = EdgeSample.of(graph) if num_features is None else None
         strategy = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log, prepared=prepared,
-                                   device=device, runtime=runtime)
+                                   device=device, runtime=runtime, sample=sample)
+        if strategy == "partitioned":
+            config = size_table(config, graph, num_features, log, prepared=prepared, device=device, sample=sample)
         return strategy, resolve_structure(config, strategy, runtime)
 
     def place(self, config: TrainConfig, graph: Graph, x, strategy: str, *, prepared: bool, out, runtime, device,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +13,17 @@ from ..errors import DistributedError, ParameterError
 from ..graph import Graph
 from ..parallel.runtime import Local
 from ..rules import check_partitioned
-from ..training.buckets import DiskTable, PartitionBuckets
+from ..training.buckets import DiskTable, EdgeSample, PartitionBuckets
 from ..training.samplers import metis_parts
 from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
 
 
 def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,
-                     prepared: bool = False, device=None, runtime: Local | None = None) -> str:
+                    prepared: bool = False, device=None, runtime: Local | None = None,
+                    sample: EdgeSample | None = None) -> str:
     """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget`` (see
-    :func:`gaescale.plan.budget_bytes`), made by rank 0 of the ``runtime`` for every rank."""
+    :func:`gaescale.plan.budget_bytes`), made by rank 0 of the ``runtime`` for every rank. ``sample``: the graph's
+    edges, which size ``partitioned``'s buckets (:func:`gaescale.run.plan.plan`)."""
     runtime = runtime or Local()
     if config.strategy != "auto":
         return config.strategy
@@ -29,7 +32,8 @@ def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fea
     if runtime.is_main:
         budget = budget_bytes(config, device)
         try:
-            best = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared), budget, config)
+            best = choose(plan(config, num_nodes, num_edges, num_features, prepared=prepared, budget=budget,
+                               sample=sample), budget, config)
         except ParameterError as exc:  # raised below, once the other ranks know not to wait for a choice
             failed = exc
         else:
@@ -43,6 +47,24 @@ def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fea
     if chosen is None:
         raise DistributedError("rank 0 found no strategy that fits its memory budget (its error says more).")
     return chosen
+
+
+def size_table(config: TrainConfig, graph: Graph, num_features: int | None, log, *, prepared: bool, device,
+               sample: EdgeSample) -> TrainConfig:
+    """``partitioned`` without ``table_parts``: the planner's partitions (the fewest whose step fits the memory budget,
+    their buckets' edges from ``sample``, :func:`gaescale.run.plan.plan`), fixed in the config the run saves."""
+    if config.table_parts or num_features is not None:  # features: check_partitioned_run refuses them
+        return config
+    from .plan import budget_bytes, plan
+    budget = budget_bytes(config, device)
+    planned = [p for p in plan(config, graph.num_nodes, graph.num_edges, num_features, prepared=prepared,
+                               budget=budget, sample=sample) if p.strategy == "partitioned"]
+    if not planned:  # an encoder the table cannot train (check_partitioned_run refuses it)
+        return config
+    best = planned[0]
+    log(f"--table-parts {best.table_parts}: predicted peak {best.peak_bytes / 2**30:.2f} GiB of a "
+        f"{budget / 2**30:.2f} GiB budget ({best.note})")
+    return replace(config, table_parts=best.table_parts)
 
 
 def check_partitioned_run(config: TrainConfig, num_features: int | None, custom) -> None:
