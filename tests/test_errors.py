@@ -220,8 +220,8 @@ CASES = {
     "flag: a memory budget nothing fits": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "out"),
                                                           "--strategy", "auto", "--memory-budget", "0.01", "--quiet"],
                                            "The 'memory_budget' parameter of train must be at least 0.74 GiB, the "
-                                           "smallest predicted peak (strategy 'partitioned'); raise --table-parts "
-                                           "or narrow the first layer. Got '0.01 GiB' instead."),
+                                           "smallest predicted peak (strategy 'cluster'); lower --batch-size or "
+                                           "raise --cluster-parts. Got '0.01 GiB' instead."),
     "flag: --directed with another strategy": (lambda t, tr: ["train", _edit(t, "e.txt", RING), "--out", str(t / "o"),
                                                               "--directed", "--strategy", "cluster", "--quiet"],
                                                "The 'strategy' parameter of train must be 'full' with directed=True "
