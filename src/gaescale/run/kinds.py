@@ -95,10 +95,11 @@ class Undirected:
                runtime) -> tuple[str, TrainConfig]:
         # the largest bucket of a featureless graph's table on disk (partitioned) from its edges, not the worst case
         sample = EdgeSample.of(graph) if num_features is None else None
-        strategy = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log, prepared=prepared,
-                                   device=device, runtime=runtime, sample=sample)
+        strategy, chosen = choose_strategy(config, graph.num_nodes, graph.num_edges, num_features, log,
+                                           prepared=prepared, device=device, runtime=runtime, sample=sample)
         if strategy == "partitioned":
-            config = size_table(config, graph, num_features, log, prepared=prepared, device=device, sample=sample)
+            config = size_table(config, graph, num_features, log, prepared=prepared, device=device, sample=sample,
+                                chosen=chosen)
         return strategy, resolve_structure(config, strategy, runtime)
 
     def place(self, config: TrainConfig, graph: Graph, x, strategy: str, *, prepared: bool, out, runtime, device,

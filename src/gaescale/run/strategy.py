@@ -6,7 +6,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import TrainConfig
 from ..errors import DistributedError, ParameterError
@@ -17,18 +17,22 @@ from ..training.buckets import DiskTable, EdgeSample, PartitionBuckets
 from ..training.samplers import metis_parts
 from ..training.strategies import ClusterGCN, FastGAE, FullBatch, NeighborLinks, ShardedFullBatch
 
+if TYPE_CHECKING:
+    from .plan import StrategyPlan
+
 
 def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int | None, log, *,
                     prepared: bool = False, device=None, runtime: Local | None = None,
-                    sample: EdgeSample | None = None) -> str:
+                    sample: EdgeSample | None = None) -> tuple[str, StrategyPlan | None]:
     """``config.strategy``, or for ``auto`` the planner's choice under ``config.memory_budget`` (see
-    :func:`gaescale.plan.budget_bytes`), made by rank 0 of the ``runtime`` for every rank. ``sample``: the graph's
-    edges, which size ``partitioned``'s buckets (:func:`gaescale.run.plan.plan`)."""
+    :func:`gaescale.plan.budget_bytes`), made by rank 0 of the ``runtime`` for every rank; with the chosen plan on
+    rank 0 of ``auto`` (None elsewhere), which :func:`size_table` reuses. ``sample``: the graph's edges, which size
+    ``partitioned``'s buckets (:func:`gaescale.run.plan.plan`)."""
     runtime = runtime or Local()
     if config.strategy != "auto":
-        return config.strategy
+        return config.strategy, None
     from .plan import AUTO_ORDER, budget_bytes, choose, plan
-    chosen = failed = None
+    chosen = failed = best = None
     if runtime.is_main:
         budget = budget_bytes(config, device)
         try:
@@ -46,25 +50,28 @@ def choose_strategy(config: TrainConfig, num_nodes: int, num_edges: int, num_fea
         raise failed
     if chosen is None:
         raise DistributedError("rank 0 found no strategy that fits its memory budget (its error says more).")
-    return chosen
+    return chosen, best
 
 
 def size_table(config: TrainConfig, graph: Graph, num_features: int | None, log, *, prepared: bool, device,
-               sample: EdgeSample) -> TrainConfig:
+               sample: EdgeSample, chosen: StrategyPlan | None = None) -> TrainConfig:
     """``partitioned`` without ``table_parts``: the planner's partitions (the fewest whose step fits the memory budget,
-    their buckets' edges from ``sample``, :func:`gaescale.run.plan.plan`), fixed in the config the run saves."""
+    their buckets' edges from ``sample``, :func:`gaescale.run.plan.plan`), fixed in the config the run saves.
+    ``chosen``: ``--strategy auto``'s plan of them (:func:`choose_strategy`), not planned again."""
     if config.table_parts or num_features is not None:  # features: check_partitioned_run refuses them
         return config
-    from .plan import budget_bytes, plan
-    budget = budget_bytes(config, device)
-    planned = [p for p in plan(config, graph.num_nodes, graph.num_edges, num_features, prepared=prepared,
-                               budget=budget, sample=sample) if p.strategy == "partitioned"]
-    if not planned:  # an encoder the table cannot train (check_partitioned_run refuses it)
-        return config
-    best = planned[0]
-    log(f"--table-parts {best.table_parts}: predicted peak {best.peak_bytes / 2**30:.2f} GiB of a "
-        f"{budget / 2**30:.2f} GiB budget ({best.note})")
-    return replace(config, table_parts=best.table_parts)
+    budget = ""
+    if chosen is None:
+        from .plan import budget_bytes, plan
+        limit = budget_bytes(config, device)
+        planned = [p for p in plan(config, graph.num_nodes, graph.num_edges, num_features, prepared=prepared,
+                                   budget=limit, sample=sample) if p.strategy == "partitioned"]
+        if not planned:  # an encoder the table cannot train (check_partitioned_run refuses it)
+            return config
+        chosen, budget = planned[0], f" of a {limit / 2**30:.2f} GiB budget"
+    log(f"--table-parts {chosen.table_parts}: predicted peak {chosen.peak_bytes / 2**30:.2f} GiB{budget} "
+        f"({chosen.note})")
+    return replace(config, table_parts=chosen.table_parts)
 
 
 def check_partitioned_run(config: TrainConfig, num_features: int | None, custom) -> None:
