@@ -49,6 +49,8 @@ def test_pair_logits_match_gather_and_gradcheck():
     p = pidx.pairs()
     # same multiset of pairs as given, in CSR order
     assert sorted(map(tuple, p.T.tolist())) == sorted(map(tuple, pairs.T.tolist()))
+    # the logits are written over an uninitialised buffer: memory just freed full of NaN must not show through
+    torch.full((200,), float("nan"), dtype=torch.float64)
     assert torch.allclose(pidx.logits(z), (z[p[0]] * z[p[1]]).sum(-1))
     w = torch.randn(200, dtype=torch.float64)
     assert torch.autograd.gradcheck(lambda z: (pidx.logits(z) * w).sum(), (z,))

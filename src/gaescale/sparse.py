@@ -245,8 +245,11 @@ class _PairDot(torch.autograd.Function):
             return v.new_zeros(0)
         if pidx.num_pairs > u.shape[0] * v.shape[0]:  # torch's CPU sampled_addmm refuses more entries than N x N
             return (u[pidx.rows()] * v[pidx.cols]).sum(-1)  # (a tiny graph's pairs): gathered rows instead
-        pattern = pidx._csr(v.new_ones(pidx.num_pairs))
-        return torch.sparse.sampled_addmm(pattern, u, v.T, beta=0.0).values()
+        # the logits written over the pattern's own values, with no copy of the pattern's indices and values into a
+        # new result. Written in place, beta=0 still multiplies the old values (NaN in fresh memory shows through):
+        # they start at 0
+        pattern = pidx._csr(v.new_zeros(pidx.num_pairs))
+        return torch.sparse.sampled_addmm(pattern, u, v.T, beta=0.0, out=pattern).values()
 
     @staticmethod
     def backward(ctx, grad_s):
