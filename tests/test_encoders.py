@@ -46,6 +46,25 @@ def test_gcn_matches_dense_reference(graph, dims):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
 
 
+def test_a_hidden_layer_of_equal_widths_saves_no_activation_beyond_its_input(graph):
+    # GCN 8 -> 16 -> 16 -> 8: backward needs each hidden ReLU's output (the next linear map's input, the ReLU's own
+    # backward) and nothing else of width 16: A (h W) keeps no A h, which W (A h) would keep besides h
+    g, _ = graph
+    model = GCN(8, [16, 16, 8])
+    saved = {}
+
+    def pack(t):
+        if t.dim() == 2 and t.shape == (N, 16):
+            saved[t.untyped_storage().data_ptr()] = t
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        z = model(torch.randn(N, 8), g)
+    assert len(saved) == 2  # the two hidden layers' outputs
+    z.square().sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
 def test_featureless_gcn_is_identity_features(graph):
     g, ei = graph
     torch.manual_seed(0)

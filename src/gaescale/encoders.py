@@ -98,8 +98,10 @@ class _Stacked(nn.Module):
 
     @staticmethod
     def _propagate(op: SparseOperator, lin: nn.Linear, h: torch.Tensor) -> torch.Tensor:
-        """``A h W^T``, multiplying by ``W`` first when that narrows the sparse product."""
-        return op @ lin(h) if lin.in_features > lin.out_features else lin(op @ h)
+        """``A h W^T``, multiplying by ``W`` first unless that widens the sparse product. At equal widths ``W`` goes
+        first too: the linear map then keeps ``h`` for its gradient (alive anyway, as the ReLU's output) and the
+        sparse product keeps nothing, where ``W (A h)`` keeps ``A h``: one ``(N, width)`` activation less."""
+        return op @ lin(h) if lin.in_features >= lin.out_features else lin(op @ h)
 
     @staticmethod
     def _table(lin: nn.Linear, graph: Graph) -> torch.Tensor:
