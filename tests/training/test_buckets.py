@@ -123,6 +123,18 @@ def test_disk_table_is_drawn_as_the_in_memory_one_and_keeps_what_it_stores(tmp_p
     np.testing.assert_array_equal(on_disk[:10], again.rows[:10])
 
 
+@pytest.mark.parametrize("first,second", [(4, (4, 7)), (5, (0, 5))])  # a block between partitions; a diagonal one
+def test_negatives_cover_their_block_uniformly(first, second):
+    m = 300_000
+    u, v = PartitionBuckets.negatives(first, second, m, torch.Generator().manual_seed(1))
+    assert u.min() >= 0 and u.max() < first and v.min() >= second[0] and v.max() < second[1]
+    width = second[1] - second[0]
+    counts = torch.bincount(u * width + (v - second[0]), minlength=first * width).double()
+    expected = m / (first * width)
+    # chi-square over the block's cells (12 or 25: 24 degrees of freedom at most, 99.9 % quantile ~51)
+    assert ((counts - expected) ** 2 / expected).sum() < 51
+
+
 class _AllPairs(PartitionBuckets):
     """Every pair of a block instead of a sample: the bucket's loss is then its exact share."""
 
