@@ -30,14 +30,15 @@ def _cli(graph, out, *extra):
 # lands at a point the test chooses (mid-epoch, between checkpoints), not wherever a poll catches the run.
 KILLED = """
 import os, runpy, signal, sys
-from torch.optim.optimizer import register_optimizer_step_post_hook
-steps = 0
-def kill(optimizer, args, kwargs):
+from gaescale.training.optim import Adam
+step, steps = Adam.step, 0
+def step_then_kill(self):
     global steps
+    step(self)
     steps += 1
     if steps == int(os.environ["KILL_AFTER_STEP"]):
         os.kill(os.getpid(), signal.SIGKILL)
-register_optimizer_step_post_hook(kill)
+Adam.step = step_then_kill
 sys.argv[0] = "gaescale"
 runpy.run_module("gaescale", run_name="__main__", alter_sys=True)
 """
