@@ -80,9 +80,7 @@ class Adam:
         index: dict[int, int] = {}
         groups = [{**{k: v for k, v in g.items() if k != "params"},
                    "params": [index.setdefault(id(p), len(index)) for p in g["params"]]} for g in self.param_groups]
-        params = {id(p): p for g in self.param_groups for p in g["params"]}
-        return {"state": {index[id(p)]: s for p, s in self.state.items() if id(p) in params},
-                "param_groups": groups}
+        return {"state": {index[id(p)]: s for p, s in self.state.items()}, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
         """The state of :meth:`state_dict` (or of ``torch.optim.Adam``'s) for the same groups of parameters: the moments
