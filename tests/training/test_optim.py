@@ -69,12 +69,11 @@ def test_an_option_it_does_not_implement_is_refused_by_name():
 
 
 TRAIN = """
-import sys, numpy as np
+import sys, numpy as np, torch
 from gaescale import GAE, GCN, Graph
 from gaescale.training.trainer import fit
 g = Graph.from_edge_index(np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]]), 5)
-model = GAE(GCN(3, [4]))
-fit(model, __import__("torch").randn(5, 3), g, __import__("torch").from_numpy(g.edge_index()), epochs=3)
+fit(GAE(GCN(3, [4])), torch.randn(5, 3), g, torch.from_numpy(g.edge_index()), epochs=3)
 print("torch._dynamo imported:", "torch._dynamo" in sys.modules)
 """
 
