@@ -251,6 +251,27 @@ def test_draw_wedges_estimates_every_sum_over_the_two_hop_pairs_without_bias():
     assert w.sum() == pytest.approx((cn > 0).sum(), rel=0.02)
 
 
+@pytest.mark.parametrize("ranges", [[(0, 14)], [(14, 41)], [(0, 14), (27, 41)], [(14, 27), (27, 41)]])
+def test_block_wedges_estimate_every_sum_over_the_blocks_two_hop_pairs_without_bias(ranges):
+    edges, g = _graph()
+    edges = np.concatenate([edges, [[0], [g.num_nodes]]], axis=1)  # a node of degree 1
+    g = Graph.from_edge_index(edges, g.num_nodes + 1, canonical=True)
+    a = dense_adjacency(edges, g.num_nodes).numpy()
+    cn = a @ a
+    np.fill_diagonal(cn, 0)
+    block = np.zeros_like(cn, dtype=bool)
+    (r0, r1), (c0, c1) = ranges[0], ranges[-1]
+    block[r0:r1, c0:c1] = block[c0:c1, r0:r1] = True  # the block and its transpose (the same on the diagonal)
+    pairs, phi, weight = SampledTwoHop(g).draw(200_000, torch.Generator().manual_seed(0), ranges=ranges)
+    u, v = pairs
+    assert np.all(block[u, v]) and np.all(cn[u, v] > 0)
+    np.testing.assert_allclose(phi.numpy(), np.log1p(dense_features(edges, g.num_nodes)[u, v]), rtol=1e-6)
+    fvals = 2 + np.sin(np.arange(g.num_nodes))[:, None] + np.cos(np.arange(g.num_nodes))[None, :]
+    w = weight.numpy()
+    assert (w * fvals[u, v]).sum() == pytest.approx((fvals * ((cn > 0) & block)).sum(), rel=0.03)
+    assert w.sum() == pytest.approx(((cn > 0) & block).sum(), rel=0.03)
+
+
 class _Lookup(torch.nn.Module):
     """An encoder that returns its input rows: a learnt table's, so that a step's z are the nodes' own rows."""
 
@@ -284,8 +305,51 @@ def test_neighbour_sampled_steps_with_the_structural_part_estimate_the_whole_los
         next(NeighborLinks([2], 16).steps(model, x, g, None, torch.Generator(), {}))
 
 
-@pytest.mark.parametrize("strategy, structure", [("full", "on"), ("neighbor", "on"), ("cluster", "off"),
-                                                 ("fastgae", "off")])
+def test_partitioned_buckets_with_the_structural_part_estimate_the_whole_loss(tmp_path):
+    """The sum of an epoch's bucket losses (each its block's edges with their pair features, uniform pairs of the
+    block and two-hop pairs drawn in it), averaged over many epochs, against the loss of the whole logits computed
+    exactly: value and the structural weights' gradient. The encoder returns the table's rows, so that no subgraph's
+    approximation enters."""
+    from gaescale.training.buckets import BucketEdges, DiskTable, PartitionBuckets, bucket_order
+    n = 30
+    edges, g = _graph(n, 70, seed=2)
+    torch.manual_seed(0)
+    x = torch.randn(n, 3, dtype=torch.float64)
+    model = GAE(_Lookup(), node_bias=n, structure=StructuralPart()).double()
+    model.node_bias.data = torch.randn(n, dtype=torch.float64) * 0.1
+    model.structure.theta.data = torch.tensor([0.1, -0.3, 0.4], dtype=torch.float64)
+    pairs = PairIndex.from_pairs(torch.from_numpy(edges), n)
+    exact = model.loss(model(x, g), pairs, two_hop=TwoHop(g, pool_size=10**6), kind="bce", dense="exact")
+    (exact_grad,) = torch.autograd.grad(exact, model.structure.theta)
+    strategy = PartitionBuckets(DiskTable(tmp_path / "t.npy", n, 3), 3, lr=0.1)
+    buckets = BucketEdges(g, strategy.bounds, tmp_path)
+    kwargs = {"two_hop": SampledTwoHop(g), "kind": "bce"}
+    gen, values, grads = torch.Generator().manual_seed(1), [], []
+    for _ in range(600):
+        epoch = sum(strategy._bucket_loss(model, x[int(strategy.bounds[parts[0]]):int(strategy.bounds[parts[0] + 1])]
+                                          if len(parts) == 1 else torch.cat([x[int(strategy.bounds[p]):
+                                                                                int(strategy.bounds[p + 1])]
+                                                                              for p in parts]),
+                                          g, parts, buckets.subgraph(parts), gen, kwargs)
+                    for parts in ([i] if i == j else [i, j] for i, j in bucket_order(3)))
+        values.append(epoch.item())
+        grads.append(torch.autograd.grad(epoch, model.structure.theta)[0].numpy())
+    values, grads = np.array(values), np.array(grads)
+    tolerance = 4 * grads.std(0) / np.sqrt(values.size)
+    assert abs(values.mean() - exact.item()) < 4 * values.std() / np.sqrt(values.size)
+    assert np.all(np.abs(grads.mean(0) - exact_grad.numpy()) < tolerance + 1e-12)
+    # both structural terms move the gradient by more than the tolerance: the edges' (all of it without the two-hop
+    # pairs) and the two-hop pairs' correction (what an empty pool leaves out)
+    no_pairs = model.loss(model(x, g), pairs, two_hop=TwoHop(g, pool_size=0), kind="bce", dense="exact")
+    (edges_grad,) = torch.autograd.grad(no_pairs, model.structure.theta)
+    assert np.all(np.abs(edges_grad.numpy()) > 3 * tolerance)
+    assert np.all(np.abs(exact_grad.numpy() - edges_grad.numpy()) > 3 * tolerance)
+    with pytest.raises(ValueError, match="structural part"):  # a model with one and no draws: refused, not ignored
+        next(strategy.steps(model, None, g, None, torch.Generator(), {}))
+
+
+@pytest.mark.parametrize("strategy, structure", [("full", "on"), ("neighbor", "on"), ("partitioned", "on"),
+                                                 ("cluster", "off"), ("fastgae", "off")])
 def test_auto_trains_the_structural_part_where_its_loss_can_be_estimated(strategy, structure):
     from gaescale.config import TrainConfig
     from gaescale.errors import ParameterError

@@ -84,8 +84,9 @@ class TrainConfig:
                         section="model", choices=("bias", "inner", "hadamard"))
     structure: str = _opt("auto", "a learnt structural part w . log(1 + [common neighbours, Adamic-Adar, resource "
                                   "allocation]) of the pair on the training graph, added to the logit (w >= 0; "
-                                  "docs/losses.md): on, off, or auto (on for an undirected graph trained full batch "
-                                  "or by neighbour sampling by one process with the bias or inner decoder)", "choice",
+                                  "docs/losses.md): on, off, or auto (on for an undirected graph trained full batch, "
+                                  "by neighbour sampling or in partitions by one process with the bias or inner "
+                                  "decoder)", "choice",
                           section="model", choices=("auto", "on", "off"))
     hard_negatives: float = _opt(0.0, "with the structural part, the weight of a hard-negative term: the mean l0 of "
                                       "the two-hop non-edges among a pool of two-hop pairs as large as the training "
@@ -219,12 +220,12 @@ class TrainConfig:
             raise ParameterError("dense", "train", "'sampled' with decoder='hadamard' (an MLP of z_i * z_j has no "
                                                    "streamed all-pairs form)", self.dense)
         if self.structure == "on" and (self.decoder == "hadamard" or self.directed
-                                       or self.strategy not in ("full", "neighbor", "auto")):
+                                       or self.strategy not in ("full", "neighbor", "partitioned", "auto")):
             why = ("decoder='hadamard'" if self.decoder == "hadamard" else "directed=True" if self.directed
                    else f"strategy='{self.strategy}'")
             raise ParameterError("structure", "train", "'off' or 'auto' with " + why + " (the structural part needs "
-                                 "an undirected graph, a bilinear decoder and full-batch or neighbour-sampled "
-                                 "training)", self.structure)
+                                 "an undirected graph, a bilinear decoder and full-batch, neighbour-sampled or "
+                                 "partitioned training)", self.structure)
         if self.hard_negatives and self.structure == "off":
             raise ParameterError("hard_negatives", "train", "0 with structure='off' (the two-hop negatives train the "
                                                             "structural part)", self.hard_negatives)

@@ -84,11 +84,18 @@ class PairFeatures:
             out[s:s + b, 2] = np.bincount(rows, weights=1.0 / np.maximum(k, 1), minlength=b)
         return out
 
-    def pairs(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True) -> torch.Tensor:
-        """``phi: (P, 3)`` float32, ``log(1 + [CN, AA, RA])`` of the pairs; 0 for a pair ``(i, i)``."""
-        phi = np.log1p(self.raw(u, v, remember=remember))  # a new array: a remembered one stays as it was
-        phi[np.asarray(u) == np.asarray(v)] = 0.0
-        return torch.from_numpy(phi.astype(np.float32))
+    def pairs(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True, chunk: int = 1 << 20) -> torch.Tensor:
+        """``phi: (P, 3)`` float32, ``log(1 + [CN, AA, RA])`` of the pairs; 0 for a pair ``(i, i)``. Without
+        ``remember``, ``chunk`` pairs at a time: 12 bytes a pair beside the result, not the 48 of float64 features."""
+        u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+        if remember:
+            phi = np.log1p(self.raw(u, v)).astype(np.float32)  # a new array: a remembered one stays as it was
+        else:
+            phi = np.empty((u.size, len(FEATURES)), np.float32)
+            for s in range(0, u.size, chunk):
+                phi[s:s + chunk] = np.log1p(self._raw(u[s:s + chunk], v[s:s + chunk]))
+        phi[u == v] = 0.0
+        return torch.from_numpy(phi)
 
     def query_batches(self, queries: np.ndarray, budget: int = CANDIDATE_BUDGET):
         """Consecutive slices of ``queries`` whose two-hop paths add up to at most ``budget`` (at least one query
@@ -273,11 +280,16 @@ class SampledTwoHop:
         """``phi: (P, 3)`` float32 of ``pairs: (2, P)`` (0 for a pair ``(i, i)``)."""
         return self.features.pairs(pairs[0], pairs[1], remember=False)
 
-    def draw(self, count: int, generator: torch.Generator) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    def draw(self, count: int, generator: torch.Generator, ranges=None
+             ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
         """``(pairs: (2, P), phi: (P, 3) float32, weight: (P,) float64)``, ``P <= count``: two-hop pairs from
-        :func:`draw_wedges`, each weighing its wedge's inverse probability over ``CN(u, v)``: ``sum weight f(u, v)``
-        estimates ``sum over T of f`` without bias (``T`` the ordered two-hop pairs)."""
-        u, v, inverse = draw_wedges(self.graph, count, generator)
+        :func:`draw_wedges` (or, with ``ranges``, :func:`draw_block_wedges`: those of a block of a partitioned
+        graph), each weighing its wedge's inverse probability over ``CN(u, v)``: ``sum weight f(u, v)`` estimates
+        ``sum over T of f`` without bias (``T`` the ordered two-hop pairs, of the block with ``ranges``)."""
+        if ranges is None:
+            u, v, inverse = draw_wedges(self.graph, count, generator)
+        else:
+            u, v, inverse = draw_block_wedges(self.graph, count, generator, ranges)
         raw = self.features.raw(u, v, remember=False)
         phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
         return np.stack([u, v]), phi, torch.from_numpy(inverse / np.maximum(raw[:, 0], 1.0))
@@ -305,6 +317,39 @@ def draw_wedges(graph: Graph, count: int, generator: torch.Generator) -> tuple[n
     u = np.asarray(graph.indices[r], np.int64)
     v = np.asarray(graph.indices[start + j], np.int64)
     return u, v, slots * (k - 1).astype(np.float64) / count
+
+
+def draw_block_wedges(graph: Graph, count: int, generator: torch.Generator, ranges
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(u, v, inverse)``: :func:`draw_wedges` within a block of a partitioned graph, the ordered pairs ``(u, v)``
+    with ``u`` in one of ``ranges`` and ``v`` in the other (``ranges``: ``[(a, b)]``, the block ``a:b x a:b``, or
+    ``[(a, b), (c, d)]``, the block ``a:b x c:d`` with its transpose). A uniform CSR slot of the ranges' rows names
+    ``u`` (its row) and the centre ``c`` (probability ``1 / S``, ``S`` the ranges' slots), then ``v`` is any neighbour
+    of ``c`` drawn uniformly (``1 / k(c)``); a draw with ``v = u`` or ``v`` outside the block is dropped. ``inverse =
+    S k(c) / count``: ``sum inverse f(u, v) / CN(u, v)`` estimates the sum of ``f`` over the block's two-hop pairs
+    without bias. Reads ``2 count`` entries of the CSR."""
+    indptr = graph.indptr
+    spans = [(int(indptr[a]), int(indptr[b])) for a, b in ranges]
+    sizes = [b - a for a, b in spans]
+    total = sum(sizes)
+    if not total:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+    r = torch.randint(0, total, (count,), generator=generator).numpy()
+    other = torch.rand(count, generator=generator, dtype=torch.float64).numpy()
+    r = r + spans[0][0] if len(spans) == 1 else np.where(r < sizes[0], r + spans[0][0], r - sizes[0] + spans[1][0])
+    u = np.searchsorted(indptr, r, side="right") - 1
+    c = np.asarray(graph.indices[r], np.int64)
+    k = np.asarray(graph.degree[c], np.int64)
+    v = np.asarray(graph.indices[np.asarray(indptr[c], np.int64) + np.minimum((other * k).astype(np.int64), k - 1)],
+                   np.int64)
+    (a, b), (lo, hi) = ranges[0], ranges[-1]
+    inside = lambda x, ab: (x >= ab[0]) & (x < ab[1])  # noqa: E731
+    if len(ranges) == 1:
+        keep = inside(v, (a, b))
+    else:
+        keep = (inside(u, (a, b)) & inside(v, (lo, hi))) | (inside(u, (lo, hi)) & inside(v, (a, b)))
+    keep &= v != u
+    return u[keep], v[keep], total * k[keep].astype(np.float64) / count
 
 
 def two_hop_pool(graph: Graph, features: PairFeatures, size: int, rng: np.random.Generator

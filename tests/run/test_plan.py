@@ -220,7 +220,9 @@ def test_auto_does_not_choose_cluster_without_pymetis(monkeypatch):
 
 
 def test_a_featureless_table_larger_than_memory_is_planned_on_disk_in_partitions():
-    config = gaescale.TrainConfig(hidden="16,16", dim=8, strategy="auto", batch_size=4096, fanouts="5,5,5")
+    # without the structural part (40 bytes more an edge of a bucket, here every edge of its nodes: no sample)
+    config = gaescale.TrainConfig(hidden="16,16", dim=8, strategy="auto", batch_size=4096, fanouts="5,5,5",
+                                  structure="off")
     n = 100_000_000
     plans = plan(config, n, 1_000_000_000, None, prepared=True)
     by = {p.strategy: p for p in plans}
@@ -295,7 +297,7 @@ class _Spread:
 
 
 def test_the_table_takes_the_fewest_partitions_whose_step_fits_the_budget():
-    config = gaescale.TrainConfig(encoder="linear", dim=16, strategy="partitioned")
+    config = gaescale.TrainConfig(encoder="linear", dim=16, strategy="partitioned", structure="off")
     n, e, budget = 100_000_000, 1_000_000_000, 22 * 2**30
 
     def planned(config=config, **kwargs):
@@ -311,3 +313,6 @@ def test_the_table_takes_the_fewest_partitions_whose_step_fits_the_budget():
     assert chosen.table_parts < planned(budget=budget).table_parts < 48
     assert planned().table_parts == 48  # no budget: one partition per 2,097,152 nodes
     assert planned(budget=2**30).table_parts == 48  # none fits: the default, which the budget's refusal names
+    # the structural part's pair features and draws (40 bytes an edge of a bucket): more partitions for the budget
+    on = planned(dataclasses.replace(config, structure="on"), budget=budget, sample=_Spread())
+    assert on.peak_bytes <= budget and on.table_parts > chosen.table_parts

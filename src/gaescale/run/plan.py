@@ -93,6 +93,10 @@ HELDOUT_PER_EDGE = 64.0
 TWO_HOP_PER_EDGE = 40.0
 HARD_NEGATIVES_PER_EDGE = 20.0
 STRUCTURE_EVAL = MEMO_BYTES + 24 * CANDIDATE_BUDGET
+# A partitioned bucket's step with the structural part: its edges' global ends (16 bytes an edge) and phi (12; float32,
+# computed in chunks), the structural logits and their sum with the embeddings' (8), its drawn two-hop pairs (fewer
+# than its edges).
+STRUCTURE_PER_EDGE = 40.0
 
 
 def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
@@ -214,12 +218,12 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
                               steps * ((2 * eb + nb) * spmm_width + nb * per_pass),
                               steps * eb * (1 + config.neg_ratio), steps, f"{parts:,} parts, {per_batch} per step; "
                               f"METIS first: {METIS_PER_ENTRY * 2 * e / 2**30:.2f} GiB", int(METIS_PER_ENTRY * 2 * e)))
-    minibatch = (minibatch_first, minibatch_kept, minibatch_eval)
     plans.append(_neighbor(config, n, e, et, resident, (minibatch_first, minibatch_kept, minibatch_eval + structure),
                            per_pass, spmm_width))
     plans = [replace(p, table_bytes=int(table)) for p in plans]
     if not num_features and not sage:  # the table on disk: resident without it, only the per-node biases' state
-        plans.append(_partitioned(config, n, et, resident - table, minibatch, per_pass, spmm_width, budget, sample))
+        plans.append(_partitioned(config, n, et, resident - table, (minibatch_first, minibatch_kept,
+                                  minibatch_eval + structure), per_pass, spmm_width, budget, sample))
     return plans
 
 
@@ -290,8 +294,9 @@ def _partitions(config: TrainConfig, n: float, et: float, resident: float, evalu
     nb, w = min(n, 2 * n / parts), widths[0]
     eb = et * sample.largest_share(parts) if sample is not None else min(et, et * 2 * nb / n)
     steps = parts * (parts + 1) // 2
+    structure = STRUCTURE_PER_EDGE * eb if config.structure != "off" and config.decoder != "hadamard" else 0.0
     step = PARTITIONED_STEP_SCALE * (
-        STEP_BASE + 8 * n + nb * (4 * w + 4) + 8 * nb * w + 48 * eb + _graph(nb, eb)
+        STEP_BASE + 8 * n + nb * (4 * w + 4) + 8 * nb * w + 48 * eb + _graph(nb, eb) + structure
         + max(_build(nb, eb, False), _operator(nb, eb, False) + _activations(nb, widths, False)
               + PER_PAIR * eb * (1 + config.neg_ratio)))
     return StrategyPlan("partitioned", int(resident), int(max(first, kept + max(step, evaluation))),

@@ -15,20 +15,22 @@ from ..parallel.runtime import Local
 from ..structure import SCALES, SampledTwoHop, TwoHop, calibrate
 from ..training.heldout import VAL_RANKED, VAL_RANKED_SCORES, validation_ranking
 
-STRUCTURE_STRATEGIES = ("full", "neighbor")  # the strategies that train the structural part (its loss needs the
-# training graph's two-hop pairs: all of them or a fixed pool in full batch, each step's own draw with neighbours)
+STRUCTURE_STRATEGIES = ("full", "neighbor", "partitioned")  # the strategies that train the structural part (its loss
+# needs the training graph's two-hop pairs: all of them or a fixed pool in full batch, each step's own draw with
+# neighbours, each bucket's own draw within its block with the table on disk)
 
 
 def resolve_structure(config: TrainConfig, strategy: str, rt: Local) -> TrainConfig:
     """``config`` with ``structure`` and ``select`` decided for this run: ``structure='auto'`` is on for an
-    undirected graph trained full batch or by neighbour sampling (:data:`STRUCTURE_STRATEGIES`) by one process with
-    a bilinear decoder, in memory or memory-mapped (what its training and exact ranking need,
+    undirected graph trained full batch, by neighbour sampling or in partitions (:data:`STRUCTURE_STRATEGIES`) by one
+    process with a bilinear decoder, in memory or memory-mapped (what its training and exact ranking need,
     :mod:`gaescale.structure`); ``select='auto'`` is ``mrr`` with it, else ``auc``."""
     fits = strategy in STRUCTURE_STRATEGIES and rt.world_size == 1 and config.decoder != "hadamard"
     if config.structure == "on" and not fits:
         why = f"strategy '{strategy}'" if strategy not in STRUCTURE_STRATEGIES else f"{rt.world_size} processes"
         raise ParameterError("structure", "train", f"'off' or 'auto' with {why} (the structural part needs one "
-                                                   "process training full batch or by neighbour sampling)", "on")
+                                                   "process training full batch, by neighbour sampling or in "
+                                                   "partitions)", "on")
     structure = config.structure if config.structure != "auto" else ("on" if fits else "off")
     select = config.select if config.select != "auto" else ("mrr" if structure == "on" else "auc")
     if config.hard_negatives and (structure == "off" or strategy != "full"):
@@ -46,9 +48,9 @@ def selects(config: TrainConfig, model: GAE) -> str:
 
 def ranking_parts(config: TrainConfig, model: GAE, train_graph: Graph, split, has_val: bool, strategy: str):
     """``(two_hop, val_rank)``: what the loss needs of the training graph for a model with a structural part (full
-    batch: :class:`gaescale.structure.TwoHop`, pair features and a two-hop pool computed once; neighbour sampling:
-    :class:`gaescale.structure.SampledTwoHop`, drawn every step; else None), and the validation ranking that selects
-    the kept weights with ``select='mrr'`` (else None)."""
+    batch: :class:`gaescale.structure.TwoHop`, pair features and a two-hop pool computed once; neighbour sampling
+    and partitions: :class:`gaescale.structure.SampledTwoHop`, drawn every step; else None), and the validation
+    ranking that selects the kept weights with ``select='mrr'`` (else None)."""
     two_hop = None
     if model.structure is not None and strategy == "full":
         two_hop = TwoHop(train_graph, pool_size=split.num_train, weight=config.hard_negatives, seed=config.seed)

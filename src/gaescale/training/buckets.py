@@ -245,6 +245,9 @@ class PartitionBuckets:
         if loss_kwargs.get("dense", "sampled") != "sampled":
             raise ParameterError("dense", "PartitionBuckets", "'sampled' (a bucket sees only its partitions' rows)",
                                  loss_kwargs["dense"])
+        if (loss_kwargs.get("two_hop") is None) != (getattr(model, "structure", None) is None):
+            raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.SampledTwoHop) in its "
+                             "loss, and a two_hop= needs a GAE with one")
         held: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         pending = None  # the step whose rows wait for their update: applied after the trainer's backward
         for stale in self.table.path.parent.glob(PREFIX + "*"):  # a killed process's epoch (one process a run)
@@ -290,16 +293,29 @@ class PartitionBuckets:
             return None
         second = (first, sub.num_nodes) if len(parts) == 2 else (0, first)  # the block's second partition
         neg = self.negatives(first, second, max(1, round(float(loss_kwargs.get("neg_ratio", 1.0)) * b)), generator)
+        two_hop = loss_kwargs.get("two_hop")  # the structural part's (gaescale.structure.SampledTwoHop), or None
+        if two_hop is not None:  # the pair features of the block's edges, and two-hop pairs drawn in the block
+            ranges = [(int(self.bounds[p]), int(self.bounds[p + 1])) for p in parts]
+            pos_phi = two_hop.phi(sub.node_ids[pos.numpy()])
+            wedges = two_hop.draw(b, generator, ranges=ranges)
+            local = wedges[0] - np.where(wedges[0] < ranges[0][1], ranges[0][0], ranges[-1][0] - first)
+            neg = torch.cat([neg, torch.from_numpy(local)], 1)
         z = full_precision(model(rows.to(next(model.parameters()).device), sub))
         pairs = torch.cat([pos, neg], 1).to(z.device)
         # a bilinear decoder's logits through the pairs' CSR (the gathers of model.logits were most of a bucket's time)
         s = model.logits(z, pairs) if model.pair_decoder is not None else ordered_pair_logits(z, pairs, model.metric(z))
+        s_pos, s_neg, offset = s[:b], s[b:], None
+        if two_hop is not None:  # the whole logits: the edges' with w . phi, the two-hop pairs' correction
+            m = s.shape[0] - b - wedges[0].shape[1]
+            s_pos, s_neg = s_pos + model.structure(pos_phi.to(z.device)), s[b:b + m]
+            offset = (s[b + m:], model.structure(wedges[1].to(z.device)), wedges[2].to(z.device))
         block = first * (sub.num_nodes - first) * 2 if len(parts) == 2 else first * first
         slots = int(graph.indices.size)
-        loss = minibatch_loss(s[:b], s[b:], num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0),
+        loss = minibatch_loss(s_pos, s_neg, num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0),
                               edge_fraction=1.0, kind=loss_kwargs.get("kind", "bce"),
                               weighting=loss_kwargs.get("weighting"), pos_loops=loops.to(z.device),
-                              pos_weight=None if weight is None else weight.to(z.device), num_pairs=block)
+                              pos_weight=None if weight is None else weight.to(z.device), num_pairs=block,
+                              dense_offset=offset)
         return loss + model.kl() / n if hasattr(model, "kl") else loss
 
     @staticmethod
