@@ -4,14 +4,14 @@
     .venv/bin/python bench/bench_defaults.py --graphs cora,hk-5k --seeds 1 \\
         --configs '{}' '{"encoder": "gcn"}' '{"encoder": "linear", "dim": 128}'
 
-Each configuration (a JSON object of ``gaescale.train`` options; ``{}`` is the default command) trains once
-per seed on each graph (the seed fixes the split, the initialisation and the sampling), and is scored on
-that run's own test split next to Adamic-Adar, common neighbours and degree product, which every run
-computes on the same test pairs and training graph (``metrics.json``'s ``baselines``). The table gives
-means and standard deviations over the seeds; ``val AUC`` is what a default may be chosen on, never
-``test``. ``MRR`` is the filtered MRR of up to 1,000 test edges ranked against every node (known edges
-removed). ``--jsonl FILE`` appends one line per run. ``--pyg`` adds PyTorch Geometric's GAE recipe on each seed's
-same split (:mod:`pyg_recipe`; run with ``.venv-bench/bin/python`` after ``bash bench/setup_env.sh``), scored
+Each configuration (a JSON object of ``gaescale.train`` options; ``{}`` is the default command) trains once per seed
+on each graph (the seed fixes the split, the initialisation and the sampling), and is scored on that run's own test
+split next to Adamic-Adar, common neighbours and degree product, which every run computes on the same test pairs and
+training graph (``metrics.json``'s ``baselines``). The table gives means and standard deviations over the seeds;
+``val AUC / MRR`` (the last evaluation's filtered validation MRR, where the run selects by it) is what a default may
+be chosen on, never ``test``. ``MRR`` is the filtered MRR of up to 1,000 test edges ranked against every node (known
+edges removed). ``--jsonl FILE`` appends one line per run. ``--pyg`` adds PyTorch Geometric's GAE recipe on each
+seed's same split (:mod:`pyg_recipe`; run with ``.venv-bench/bin/python`` after ``bash bench/setup_env.sh``), scored
 next to the same heuristics.
 
 Graphs: ``cora``, ``facebook`` (musae-facebook), ``enron`` (email-Enron) from ``--data`` (../shared/data),
@@ -77,7 +77,9 @@ def run(data, options: dict, seed: int) -> dict:
     r = gaescale.train(data=data, seed=seed, quiet=True, report=False, checkpoint_every=0, **options)
     m, b = r.metrics, r.metrics["baselines"]
     alone = m.get("embeddings_only", {})
-    return dict(seed=seed, val_auc=m["val_auc"], test_auc=m["test_auc"], test_ap=m["test_ap"],
+    val_mrr = [h["val_mrr"] for h in m["history"] if h.get("val_mrr") is not None]  # the last evaluation's
+    return dict(seed=seed, val_auc=m["val_auc"], val_mrr=val_mrr[-1] if val_mrr else None, test_auc=m["test_auc"],
+                test_ap=m["test_ap"],
                 mrr=m.get("filtered_mrr"), hits10=m.get("filtered_hits@10"), hits100=m.get("filtered_hits@100"),
                 emb_mrr=alone.get("filtered_mrr"), emb_hits10=alone.get("filtered_hits@10"),
                 best_epoch=m["best_epoch"], epochs=m["epochs"], seconds=time.perf_counter() - t,
@@ -111,8 +113,9 @@ def main() -> None:
     ap.add_argument("--jsonl", type=Path)
     ap.add_argument("--pyg", action="store_true", help="add PyG's GAE recipe (needs .venv-bench)")
     args = ap.parse_args()
-    head = ("| graph | config | test AUC / AP | MRR / Hits@10 | embeddings only MRR / Hits@10 | Adamic-Adar "
-            "AUC / AP / MRR / Hits@10 | common neighbours | degree product | wins AUC+AP | wins MRR+Hits@10 "
+    head = ("| graph | config | val AUC / MRR | test AUC / AP | MRR / Hits@10 | embeddings only MRR / Hits@10 "
+            "| Adamic-Adar AUC / AP / MRR / Hits@10 | common neighbours | degree product | wins AUC+AP "
+            "| wins MRR+Hits@10 "
             "| epochs (best) | seconds (heuristics) |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -140,7 +143,8 @@ def _row(name: str, label: str, rows: list[dict]) -> str:
     heur = [" / ".join(_ms(rows, f"{k}_{s}") for s in STATS) for k in HEURISTICS]
     secs = statistics.mean(r["seconds"] for r in rows)
     hsecs = [r["heuristic_seconds"] for r in rows if r.get("heuristic_seconds") is not None]
-    return (f"| {name} | {label} | {_ms(rows, 'test_auc')} / {_ms(rows, 'test_ap')} | {_ms(rows, 'mrr')} / "
+    return (f"| {name} | {label} | {_ms(rows, 'val_auc')} / {_ms(rows, 'val_mrr')} "
+            f"| {_ms(rows, 'test_auc')} / {_ms(rows, 'test_ap')} | {_ms(rows, 'mrr')} / "
             f"{_ms(rows, 'hits10')} | {_ms(rows, 'emb_mrr')} / {_ms(rows, 'emb_hits10')} | {' | '.join(heur)} "
             f"| {_wins(rows, ('test_auc', 'test_ap'), ('auc', 'ap'))} "
             f"| {_wins(rows, ('mrr', 'hits10'), ('filtered_mrr', 'filtered_hits@10'))} "

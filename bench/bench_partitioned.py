@@ -5,8 +5,8 @@ filtered ranking beside Adamic-Adar's.
     .venv/bin/python bench/bench_partitioned.py --nodes 200000 --edges 1200000 --time-limit 120
 
 Each run is its own ``gaescale train`` process on the same edge list (the demo's community model without its
-features), with the one-hop linear encoder's ``N x 16`` table, ``--structure off`` (the structural part is trained
-full batch only) and the run's own split (seed 0: the same for every run).
+features), with the one-hop linear encoder's ``N x 16`` table, ``--structure off`` (the table's learning alone, not
+the structural part's) and the run's own split (seed 0: the same for every run).
 """
 from __future__ import annotations
 

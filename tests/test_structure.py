@@ -38,6 +38,9 @@ def test_pair_features_match_the_dense_products():
     expect = np.log1p(ref[u, v])
     expect[u == v] = 0.0
     np.testing.assert_allclose(phi, expect, rtol=1e-6)
+    assert (u == v).any()  # a self pair's 0 is checked too
+    chunked = PairFeatures(g).pairs(u, v, remember=False, chunk=7).numpy()  # 7 pairs at a time, not remembered
+    np.testing.assert_allclose(chunked, expect, rtol=1e-6)
 
 
 def test_candidates_are_the_two_hop_nodes_and_batches_cover_the_queries():
