@@ -351,6 +351,29 @@ def test_partitioned_buckets_with_the_structural_part_estimate_the_whole_loss(tm
         next(strategy.steps(model, None, g, None, torch.Generator(), {}))
 
 
+@pytest.mark.parametrize("keeps", [True, False])
+def test_partitioned_buckets_compute_their_edges_pair_features_once_where_they_fit(tmp_path, monkeypatch, keeps):
+    """A bucket's edges are the same every epoch: their pair features are computed in the first and kept where the
+    graph is small enough (PartitionBuckets.keeps_phi), else computed again; the losses are the same either way."""
+    from gaescale.training.buckets import DiskTable, PartitionBuckets
+    n = 30
+    _, g = _graph(n, 70, seed=2)
+    model = GAE(_Lookup(), node_bias=n, structure=StructuralPart())
+    table = DiskTable(tmp_path / "t.npy", n, 3)
+    strategy = PartitionBuckets(table, 3, lr=0.0)  # lr 0: the rows stay, so that epochs are comparable
+    monkeypatch.setattr(PartitionBuckets, "keeps_phi", staticmethod(lambda num_nodes, slots: keeps))
+    two_hop, asked = SampledTwoHop(g), []
+    monkeypatch.setattr(two_hop, "phi", lambda pairs: asked.append(pairs.shape[1]) or SampledTwoHop.phi(two_hop,
+                                                                                                          pairs))
+    losses = []
+    for _ in range(2):
+        gen = torch.Generator().manual_seed(3)  # the same draws each epoch
+        epoch = [loss.item() for loss in strategy.steps(model, table.tensor, g, None, gen, {"two_hop": two_hop})]
+        losses.append(epoch)
+    assert len(asked) == (6 if keeps else 12)  # 6 buckets of 3 partitions
+    assert losses[0] == losses[1]
+
+
 @pytest.mark.parametrize("strategy, structure", [("full", "on"), ("neighbor", "on"), ("partitioned", "on"),
                                                  ("cluster", "off"), ("fastgae", "off")])
 def test_auto_trains_the_structural_part_where_its_loss_can_be_estimated(strategy, structure):

@@ -316,3 +316,21 @@ def test_the_table_takes_the_fewest_partitions_whose_step_fits_the_budget():
     # the structural part's pair features and draws (40 bytes an edge of a bucket): more partitions for the budget
     on = planned(dataclasses.replace(config, structure="on"), budget=budget, sample=_Spread())
     assert on.peak_bytes <= budget and on.table_parts > chosen.table_parts
+
+
+def test_the_structural_parts_pair_features_are_counted_where_partitions_keep_them(monkeypatch):
+    """Where every bucket's edges' pair features are kept across epochs (PartitionBuckets.keeps_phi), the plan counts
+    their 12 bytes an edge and a self pair for the whole of training."""
+    from gaescale.training.buckets import PartitionBuckets
+    config = gaescale.TrainConfig(encoder="linear", dim=16, strategy="partitioned", table_parts=4)
+    n, e = 1_000_000, 5_000_000
+
+    def peak(keeps):
+        monkeypatch.setattr(PartitionBuckets, "keeps_phi", staticmethod(lambda num_nodes, slots: keeps))
+        plans = plan(config, n, e, None, prepared=True, sample=_Spread())
+        return {p.strategy: p for p in plans}["partitioned"].peak_bytes
+
+    et = e * (1 - config.val_fraction - config.test_fraction)
+    assert peak(True) - peak(False) == pytest.approx(12 * (et + n), abs=2)
+    monkeypatch.undo()
+    assert PartitionBuckets.keeps_phi(n, 2 * e) and not PartitionBuckets.keeps_phi(100_000_000, 2 * 10**9)

@@ -22,7 +22,7 @@ from ..optional import available, install_hint
 from ..outputs import MAPPED_MIN_BYTES
 from ..rules import partitioned_refusals
 from ..structure import CANDIDATE_BUDGET, MEMO_BYTES
-from ..training.buckets import DiskTable, EdgeSample
+from ..training.buckets import DiskTable, EdgeSample, PartitionBuckets
 
 BASE = 480 * 2**20  # bytes: python + torch + numpy + scipy + sklearn + gaescale, measured on the CPU build
 # Preference of --strategy auto among the strategies that fit: full batch optimises the exact objective;
@@ -294,7 +294,9 @@ def _partitions(config: TrainConfig, n: float, et: float, resident: float, evalu
     nb, w = min(n, 2 * n / parts), widths[0]
     eb = et * sample.largest_share(parts) if sample is not None else min(et, et * 2 * nb / n)
     steps = parts * (parts + 1) // 2
-    structure = STRUCTURE_PER_EDGE * eb if config.structure != "off" and config.decoder != "hadamard" else 0.0
+    on = config.structure != "off" and config.decoder != "hadamard"
+    structure = STRUCTURE_PER_EDGE * eb if on else 0.0
+    kept += 12 * (et + n) if on and PartitionBuckets.keeps_phi(int(n), int(2 * et)) else 0.0  # phi, across epochs
     step = PARTITIONED_STEP_SCALE * (
         STEP_BASE + 8 * n + nb * (4 * w + 4) + 8 * nb * w + 48 * eb + _graph(nb, eb) + structure
         + max(_build(nb, eb, False), _operator(nb, eb, False) + _activations(nb, widths, False)

@@ -30,6 +30,7 @@ from ..errors import ParameterError
 from ..graph import Graph, row_ranges, with_self_loops
 from ..losses import full_precision, minibatch_loss
 from ..sparse import ordered_pair_logits
+from ..structure import MEMO_BYTES
 
 ADAGRAD_EPS = 1e-10
 PREFIX = ".table-buckets-"  # BucketEdges' directories beside the table
@@ -239,6 +240,14 @@ class PartitionBuckets:
             raise ParameterError("num_parts", "PartitionBuckets", f"an int in [1, {table.num_nodes}]", num_parts)
         self.table, self.num_parts, self.lr, self.self_loops = table, num_parts, float(lr), self_loops
         self.bounds = part_bounds(table.num_nodes, num_parts)
+        self._phi: tuple[object, dict] = (None, {})  # (the graph, each bucket's edges' pair features) across epochs
+
+    @staticmethod
+    def keeps_phi(num_nodes: int, slots: int) -> bool:
+        """Whether the structural part's pair features of every bucket's edges are kept from the first epoch for the
+        next (``slots``: the training graph's CSR slots, two an edge): 12 bytes an edge and a self pair, kept within
+        :data:`gaescale.structure.MEMO_BYTES` (22M edges); a larger graph computes them again each epoch."""
+        return 12 * (slots // 2 + num_nodes) <= MEMO_BYTES
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
         """``x`` and ``pairs`` are not read: the rows come from the table, the pairs from ``graph``'s edges."""
@@ -296,7 +305,7 @@ class PartitionBuckets:
         two_hop = loss_kwargs.get("two_hop")  # the structural part's (gaescale.structure.SampledTwoHop), or None
         if two_hop is not None:  # the pair features of the block's edges, and two-hop pairs drawn in the block
             ranges = [(int(self.bounds[p]), int(self.bounds[p + 1])) for p in parts]
-            pos_phi = two_hop.phi(sub.node_ids[pos.numpy()])
+            pos_phi = self._edge_phi(two_hop, graph, tuple(parts), sub.node_ids[pos.numpy()])
             wedges = two_hop.draw(b, generator, ranges=ranges)
             local = wedges[0] - np.where(wedges[0] < ranges[0][1], ranges[0][0], ranges[-1][0] - first)
             neg = torch.cat([neg, torch.from_numpy(local)], 1)
@@ -317,6 +326,19 @@ class PartitionBuckets:
                               pos_weight=None if weight is None else weight.to(z.device), num_pairs=block,
                               dense_offset=offset)
         return loss + model.kl() / n if hasattr(model, "kl") else loss
+
+    def _edge_phi(self, two_hop, graph: Graph, key: tuple, pairs: np.ndarray) -> torch.Tensor:
+        """``phi: (b, 3)`` of a bucket's scored pairs ``pairs: (2, b)`` (global), the first epoch's where
+        :meth:`keeps_phi` (a bucket's edges are the same, in the same order, every epoch)."""
+        if self._phi[0] is not graph:
+            self._phi = (graph, {})
+        kept = self._phi[1].get(key)
+        if kept is not None and kept.shape[0] == pairs.shape[1]:
+            return kept
+        phi = two_hop.phi(pairs)
+        if self.keeps_phi(graph.num_nodes, int(graph.indices.size)):
+            self._phi[1][key] = phi
+        return phi
 
     @staticmethod
     def negatives(first: int, second: tuple[int, int], m: int, generator) -> torch.Tensor:
