@@ -60,6 +60,25 @@ def test_candidates_are_the_two_hop_nodes_and_batches_cover_the_queries():
         assert p.stop - p.start == 1 or (f.paths_of(queries[p]) + 1).sum() <= 30
 
 
+def test_candidate_features_are_the_pair_features_of_every_two_hop_candidate():
+    edges, g = _graph()
+    edges = np.concatenate([edges, [[3], [g.num_nodes]]], axis=1)  # a neighbour of degree 1 (AA's weight 0 there)
+    g = Graph.from_edge_index(edges, g.num_nodes + 1, canonical=True)
+    q = np.array([5, 0, 17, 3, g.num_nodes - 1])
+    rows, nodes, raw = PairFeatures(g).candidate_features(q)
+    want_rows, want_nodes = PairFeatures(g).candidates(q)
+    assert np.array_equal(rows, want_rows) and np.array_equal(nodes, want_nodes)
+    np.testing.assert_allclose(raw, dense_features(edges, g.num_nodes)[q[rows], nodes], rtol=1e-12)
+    np.testing.assert_allclose(raw, PairFeatures(g).raw(q[rows], nodes), rtol=1e-12)
+    # looked up among them: the structural part of any pairs of the queries, 0 where no common neighbour
+    st = StructuralScores(g, torch.tensor([0.7, 1.3, 2.1]))
+    ask_rows = np.repeat(np.arange(q.size), g.num_nodes)
+    ask_nodes = np.tile(np.arange(g.num_nodes), q.size)
+    got = st.of_candidates(q, ask_rows, ask_nodes)
+    np.testing.assert_allclose(got, st.pairs(q[ask_rows], ask_nodes), rtol=1e-12, atol=0)
+    assert np.count_nonzero(got) == rows.size  # the candidates, and no other pair
+
+
 def test_two_hop_pool_is_every_two_hop_pair_or_an_unbiased_sample_of_them():
     edges, g = _graph()
     a = dense_adjacency(edges, g.num_nodes).numpy()

@@ -110,26 +110,63 @@ class PairFeatures:
         return self._remembered(_key(b"candidates", u), lambda: self._candidates(u))
 
     def _candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        reach = two_hop_rows(self.graph, u)
-        rows = np.repeat(np.arange(u.size, dtype=np.int64), np.diff(reach.indptr))
-        nodes = reach.indices.astype(np.int64)
+        rows, nodes, _ = self._candidate_features(u, features=False)
+        return rows, nodes
+
+    def candidate_features(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, nodes, raw)``: :meth:`candidates` with their ``(P, 3)`` float64 ``[CN, AA, RA]``, read from the
+        queries' two-hop products (:func:`two_hop_products`: the queries' two-hop paths once, where :meth:`raw` of the
+        same pairs reads both rows of every pair, a query's row once per candidate). Remembered as :meth:`raw`."""
+        u = np.asarray(u, np.int64)
+        return self._remembered(_key(b"candidate-features", u), lambda: self._candidate_features(u))
+
+    def _candidate_features(self, u: np.ndarray, features: bool = True):
+        reach = two_hop_products(self.graph, u, (_ones, _adamic_adar, _resource) if features else (_ones,))
+        first = reach[0]
+        rows = np.repeat(np.arange(u.size, dtype=np.int64), np.diff(first.indptr))
+        nodes = first.indices.astype(np.int64)
         keep = nodes != u[rows]
-        return rows[keep], nodes[keep]
+        raw = np.stack([r.data for r in reach], 1)[keep] if features else None
+        return rows[keep], nodes[keep], raw
 
 
-def two_hop_rows(graph: Graph, u: np.ndarray, weight=None) -> sp.csr_matrix:
-    """``(b, N)`` CSR with sorted indices: ``A[u] diag(weight(k)) A``, the rows of the queries ``u: (b,)`` in the
-    product of the 0/1 adjacency with itself, each common neighbour ``w`` counting ``weight(k(w))`` (``weight``: a
-    function of the degrees; 1 when None), so the common neighbours or, with :func:`inv_log_degree`, Adamic-Adar of
-    ``u`` and every node. Reads the rows of ``u`` and of their neighbours only (a batch costs its two-hop paths)."""
+def _ones(degree: np.ndarray) -> np.ndarray:
+    return np.ones(degree.size)
+
+
+def _adamic_adar(degree: np.ndarray) -> np.ndarray:
+    """:func:`inv_log_degree`, but 1 where ``k <= 1``: such a neighbour of ``u`` is a common neighbour of ``(u, u)``
+    only, dropped, and a weight > 0 everywhere keeps every product's pattern that of the common neighbours."""
+    return np.where(degree > 1, inv_log_degree(degree), 1.0)
+
+
+def _resource(degree: np.ndarray) -> np.ndarray:
+    return 1.0 / np.maximum(np.asarray(degree, np.float64), 1.0)
+
+
+def two_hop_products(graph: Graph, u: np.ndarray, weights) -> list[sp.csr_matrix]:
+    """For each function ``weight`` of ``weights``, the ``(b, N)`` CSR with sorted indices ``A[u] diag(weight(k)) A``:
+    the rows of the queries ``u: (b,)`` in the product of the 0/1 adjacency with itself, each common neighbour ``w``
+    counting ``weight(k(w))``. Reads the rows of ``u`` and of their neighbours once for all (a batch costs its two-hop
+    paths). Weights > 0 give every product the same pattern, entry for entry."""
     mine = adjacency_rows(graph, u)
     mids = sorted_unique(mine.indices.astype(np.int64))
     cols = np.searchsorted(mids, mine.indices)
-    values = np.ones(mids.size) if weight is None else weight(graph.degree[mids])
-    left = sp.csr_matrix((values[cols], cols, mine.indptr), shape=(mine.shape[0], mids.size))
-    reach = (left @ adjacency_rows(graph, mids)).tocsr()
-    reach.sort_indices()
-    return reach
+    right = adjacency_rows(graph, mids)
+    out = []
+    for weight in weights:
+        left = sp.csr_matrix((weight(graph.degree[mids])[cols], cols, mine.indptr), shape=(mine.shape[0], mids.size))
+        reach = (left @ right).tocsr()
+        reach.sort_indices()
+        out.append(reach)
+    return out
+
+
+def two_hop_rows(graph: Graph, u: np.ndarray, weight=None) -> sp.csr_matrix:
+    """``(b, N)`` CSR with sorted indices: ``A[u] diag(weight(k)) A`` (:func:`two_hop_products`; ``weight``: a
+    function of the degrees, 1 when None), so the common neighbours or, with :func:`inv_log_degree`, Adamic-Adar of
+    ``u`` and every node."""
+    return two_hop_products(graph, u, (_ones if weight is None else weight,))[0]
 
 
 def inv_log_degree(degree: np.ndarray) -> np.ndarray:
@@ -364,8 +401,8 @@ def two_hop_pool(graph: Graph, features: PairFeatures, size: int, rng: np.random
     if total == 0 or size < 1:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), np.empty((0, 3))
     if features.total_paths <= size:  # all of T, exactly
-        rows, nodes = features.candidates(np.arange(graph.num_nodes))
-        return rows, nodes, np.ones(rows.size, np.float64), features.raw(rows, nodes, remember=False)
+        rows, nodes, raw = features.candidate_features(np.arange(graph.num_nodes))
+        return rows, nodes, np.ones(rows.size, np.float64), raw
     centre = rng.choice(graph.num_nodes, size=size, p=wedges / total)
     k, start = graph.degree[centre].astype(np.int64), graph.indptr[centre]
     i = rng.integers(0, k)
@@ -394,8 +431,23 @@ class StructuralScores:
 
     def candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, nodes, values)``: :meth:`PairFeatures.candidates` with ``w . phi`` (float64) as the values."""
-        rows, nodes = self.features.candidates(u)
-        return rows, nodes, self.pairs(np.asarray(u, np.int64)[rows], nodes)
+        rows, nodes, raw = self.features.candidate_features(u)
+        return rows, nodes, np.log1p(raw) @ self.weights
+
+    def of_candidates(self, u: np.ndarray, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """``(K,)`` float64 ``w . phi(u[rows[i]], nodes[i])``, looked up among the two-hop candidates of the queries
+        ``u: (b,)`` (:meth:`candidates`; remembered, so a ranking that expands them anyway reads no more rows): 0
+        for a pair without a common neighbour and for ``(i, i)``, as :meth:`pairs`."""
+        crow, cnode, values = self.candidates(u)
+        n = self.features.num_nodes
+        key = crow * n + cnode  # ascending: the candidates are sorted by row, then by node
+        want = np.asarray(rows, np.int64) * n + np.asarray(nodes, np.int64)
+        out = np.zeros(want.size, np.float64)
+        if key.size:
+            at = np.minimum(np.searchsorted(key, want), key.size - 1)
+            hit = key[at] == want
+            out[hit] = values[at[hit]]
+        return out
 
     def batches(self, queries: np.ndarray, batch: int):
         """Slices of ``queries`` of at most ``batch`` each whose two-hop candidates fit the candidate budget."""

@@ -115,11 +115,14 @@ def mrr(z: torch.Tensor, pos: np.ndarray, num_negatives: int = 100, *, seed: int
     return res
 
 
-def _plus(scores: torch.Tensor, structure, u: np.ndarray, v: np.ndarray) -> torch.Tensor:
-    """``scores: (b,)`` in float64 plus the structural part of the pairs ``(u, v)`` (unchanged without one)."""
+def _plus(scores: torch.Tensor, structure, u: np.ndarray, v: np.ndarray, among=None) -> torch.Tensor:
+    """``scores: (b,)`` in float64 plus the structural part of the pairs ``(u, v)`` (unchanged without one).
+    ``among = (queries, rows)``: ``u = queries[rows]``, whose two-hop candidates are computed anyway: their values
+    are looked up there (:meth:`gaescale.structure.StructuralScores.of_candidates`), not computed pair by pair."""
     if structure is None:
         return scores
-    return scores.double() + torch.from_numpy(structure.pairs(u, v)).to(scores.device)
+    extra = structure.pairs(u, v) if among is None else structure.of_candidates(*among, v)
+    return scores.double() + torch.from_numpy(extra).to(scores.device)
 
 
 def sample_positives(pos: np.ndarray, max_positives: int, rng: np.random.Generator) -> np.ndarray:
@@ -229,7 +232,7 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
         for part in _query_batches(pos[0], batch, structure):
             u, v = pos[0, part], pos[1, part]
             zu = query_side(queries[index_on(u, queries)].double(), metric)
-            thr = _plus((zu * z[index_on(v, z)].double()).sum(1), structure, u, v)
+            thr = _plus((zu * z[index_on(v, z)].double()).sum(1), structure, u, v, among=(u, np.arange(u.size)))
             tol = slack * zu.norm(dim=1) + (0.0 if structure is None else 1e-12 * (1.0 + thr.abs()))
             hi, lo = thr + tol, thr - tol
             above, tied = _scan_counts(zu, by_norm, hi, lo, tol, stats)
@@ -237,7 +240,8 @@ def filtered_ranking(z: torch.Tensor, pos: np.ndarray, known, *, max_positives: 
             if structure is not None:
                 above, tied = _two_hop_counts(structure, zu, z, u, above, tied, hi, lo)
             rows, nodes = filtered_pairs(lookup, u, v, n)
-            fs = _plus((zu[index_on(rows, z)] * z[index_on(nodes, z)].double()).sum(1), structure, u[rows], nodes)
+            fs = _plus((zu[index_on(rows, z)] * z[index_on(nodes, z)].double()).sum(1), structure, u[rows], nodes,
+                       among=(u, rows))
             ranks[part] = filtered_ranks(above, tied, rows, fs.cpu().numpy(), hi, lo)
     return ranking_summary(ranks, ks)
 
