@@ -89,10 +89,11 @@ HELDOUT_PER_EDGE = 64.0
 # (its PairIndex columns, phi and weight: 28 bytes a pair and an (N + 1,) indptr) and phi of the training edges (12
 # bytes each); with hard negatives, the pool's non-edges too (columns and phi: up to 20 bytes a pair, another indptr).
 # Every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of queries expands at most
-# CANDIDATE_BUDGET two-hop paths (their sparse product, 24 bytes each).
+# CANDIDATE_BUDGET two-hop paths (their candidates' rows, nodes and three features, with one of the three sparse
+# products they come from: 23-65 bytes a path at the peak, tracemalloc on email-Enron, hk-50k and musae-facebook).
 TWO_HOP_PER_EDGE = 40.0
 HARD_NEGATIVES_PER_EDGE = 20.0
-STRUCTURE_EVAL = MEMO_BYTES + 24 * CANDIDATE_BUDGET
+STRUCTURE_EVAL = MEMO_BYTES + 72 * CANDIDATE_BUDGET
 # A partitioned bucket's step with the structural part: its edges' global ends (16 bytes an edge) and phi (12; float32,
 # computed in chunks), the structural logits and their sum with the embeddings' (8), its drawn two-hop pairs (fewer
 # than its edges).
