@@ -301,11 +301,9 @@ class _Lookup(torch.nn.Module):
         return x
 
 
-def test_neighbour_sampled_steps_with_the_structural_part_estimate_the_whole_loss():
-    """The mean of many steps of NeighborLinks (edges, uniform pairs and drawn wedges) against the loss of the whole
-    logits computed exactly (every pair, all of T), value and the structural weights' gradient."""
-    from gaescale.training.strategies import NeighborLinks
-    n = 30
+def _exact_case(n=30):
+    """A small graph, rows ``x`` that a lookup encoder returns as ``z``, a float64 model with a structural part, and
+    the loss of its whole logits computed exactly (every pair, all of T) with its gradient in the structural weights."""
     edges, g = _graph(n, 70, seed=2)
     torch.manual_seed(0)
     x = torch.randn(n, 3, dtype=torch.float64)
@@ -315,6 +313,14 @@ def test_neighbour_sampled_steps_with_the_structural_part_estimate_the_whole_los
     pairs = PairIndex.from_pairs(torch.from_numpy(edges), n)
     exact = model.loss(model(x, g), pairs, two_hop=TwoHop(g, pool_size=10**6), kind="bce", dense="exact")
     (exact_grad,) = torch.autograd.grad(exact, model.structure.theta)
+    return n, g, x, model, pairs, exact, exact_grad
+
+
+def test_neighbour_sampled_steps_with_the_structural_part_estimate_the_whole_loss():
+    """The mean of many steps of NeighborLinks (edges, uniform pairs and drawn wedges) against the loss of the whole
+    logits computed exactly (every pair, all of T), value and the structural weights' gradient."""
+    from gaescale.training.strategies import NeighborLinks
+    n, g, x, model, pairs, exact, exact_grad = _exact_case()
     gen, two_hop, values, grads = torch.Generator().manual_seed(1), SampledTwoHop(g), [], []
     while len(values) < 3000:  # epochs of 5 steps (70 edges, 16 a step)
         for loss in NeighborLinks([2], 16).steps(model, x, g, None, gen, {"two_hop": two_hop, "kind": "bce"}):
@@ -333,16 +339,7 @@ def test_partitioned_buckets_with_the_structural_part_estimate_the_whole_loss(tm
     exactly: value and the structural weights' gradient. The encoder returns the table's rows, so that no subgraph's
     approximation enters."""
     from gaescale.training.buckets import BucketEdges, DiskTable, PartitionBuckets, bucket_order
-    n = 30
-    edges, g = _graph(n, 70, seed=2)
-    torch.manual_seed(0)
-    x = torch.randn(n, 3, dtype=torch.float64)
-    model = GAE(_Lookup(), node_bias=n, structure=StructuralPart()).double()
-    model.node_bias.data = torch.randn(n, dtype=torch.float64) * 0.1
-    model.structure.theta.data = torch.tensor([0.1, -0.3, 0.4], dtype=torch.float64)
-    pairs = PairIndex.from_pairs(torch.from_numpy(edges), n)
-    exact = model.loss(model(x, g), pairs, two_hop=TwoHop(g, pool_size=10**6), kind="bce", dense="exact")
-    (exact_grad,) = torch.autograd.grad(exact, model.structure.theta)
+    n, g, x, model, pairs, exact, exact_grad = _exact_case()
     strategy = PartitionBuckets(DiskTable(tmp_path / "t.npy", n, 3), 3, lr=0.1)
     buckets = BucketEdges(g, strategy.bounds, tmp_path)
     kwargs = {"two_hop": SampledTwoHop(g), "kind": "bce"}
