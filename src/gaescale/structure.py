@@ -82,7 +82,7 @@ class PairFeatures:
             b = common.shape[0]
             out[s:s + b, 0] = np.bincount(rows, minlength=b)
             out[s:s + b, 1] = np.bincount(rows, weights=inv_log_degree(k), minlength=b)
-            out[s:s + b, 2] = np.bincount(rows, weights=1.0 / np.maximum(k, 1), minlength=b)
+            out[s:s + b, 2] = np.bincount(rows, weights=_resource(k), minlength=b)
         return out
 
     def pairs(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True, chunk: int = 1 << 20) -> torch.Tensor:
@@ -337,6 +337,16 @@ class SampledTwoHop:
         raw = self.features.raw(u, v, remember=False)
         phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
         return np.stack([u, v]), phi, torch.from_numpy(inverse / np.maximum(raw[:, 0], 1.0))
+
+
+def sampled_two_hop(model, loss_kwargs: dict) -> SampledTwoHop | None:
+    """The loss's ``two_hop`` draws (:class:`SampledTwoHop`) of a mini-batch strategy for ``model``, or None: a model
+    with a structural part needs them, and draws need a model with one (refused, not ignored)."""
+    two_hop = loss_kwargs.get("two_hop")
+    if (two_hop is None) != (getattr(model, "structure", None) is None):
+        raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.SampledTwoHop) in its "
+                         "loss, and a two_hop= needs a GAE with one")
+    return two_hop
 
 
 def draw_wedges(graph: Graph, count: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

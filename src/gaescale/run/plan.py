@@ -100,6 +100,12 @@ STRUCTURE_EVAL = MEMO_BYTES + 72 * CANDIDATE_BUDGET
 STRUCTURE_PER_EDGE = 40.0
 
 
+def _structure_on(config: TrainConfig) -> bool:
+    """Whether the strategies that can train the structural part count it: unless it is off or a pair decoder is used
+    (where ``auto`` turns it on, :func:`gaescale.run.ranking.resolve_structure`)."""
+    return config.structure != "off" and config.decoder != "hadamard"
+
+
 def _activations(n: float, widths: list[int], sage: bool, *, train: bool = True) -> float:
     """Peak bytes of a pass over ``n`` nodes (GraphSAGE keeps a second linear output per layer)."""
     per = TRAIN_PER_NODE_WIDTH if train else EVAL_PER_NODE_WIDTH
@@ -190,7 +196,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
         minibatch_eval = _prepared_evaluation(n, widths, f, sage, bias, heldout)
     # The structural part, where auto turns it on (full batch and neighbour sampling): its evaluation's pair features
     # and candidates, and full batch's two-hop pool and training edges' phi
-    structure = STRUCTURE_EVAL if config.structure != "off" and config.decoder != "hadamard" else 0.0
+    structure = STRUCTURE_EVAL if _structure_on(config) else 0.0
     m = config.neg_ratio * et  # sampled pairs of the dense term per full-batch step
     in_width = f if num_features else 0.0
     per_pass = sum(a * b for a, b in zip([in_width or widths[0]] + widths[:-1], widths))
@@ -256,7 +262,7 @@ def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: floa
     first, kept, evaluation = evaluation
     opts, widths, sage = config.strategy_options(int(n)), config.encoder_dims, config.encoder == "sage"
     batch, fanouts = opts["batch_size"], opts["fanouts"]
-    pairs = 1 + config.neg_ratio + (config.structure != "off" and config.decoder != "hadamard")
+    pairs = 1 + config.neg_ratio + _structure_on(config)
     nc, ec, sampled_edges = _neighbour_reach(n, e, et, batch * pairs, fanouts)
     steps = -(-int(et) // batch)
     step = (STEP_BASE + 17 * n + 48 * sampled_edges + _graph(nc, ec)
@@ -295,7 +301,7 @@ def _partitions(config: TrainConfig, n: float, et: float, resident: float, evalu
     nb, w = min(n, 2 * n / parts), widths[0]
     eb = et * sample.largest_share(parts) if sample is not None else min(et, et * 2 * nb / n)
     steps = parts * (parts + 1) // 2
-    on = config.structure != "off" and config.decoder != "hadamard"
+    on = _structure_on(config)
     structure = STRUCTURE_PER_EDGE * eb if on else 0.0
     kept += 12 * (et + n) if on and PartitionBuckets.keeps_phi(int(n), int(2 * et)) else 0.0  # phi, across epochs
     step = PARTITIONED_STEP_SCALE * (

@@ -30,7 +30,7 @@ from ..errors import ParameterError
 from ..graph import Graph, row_ranges, with_self_loops
 from ..losses import full_precision, minibatch_loss
 from ..sparse import ordered_pair_logits
-from ..structure import MEMO_BYTES
+from ..structure import MEMO_BYTES, sampled_two_hop
 
 ADAGRAD_EPS = 1e-10
 PREFIX = ".table-buckets-"  # BucketEdges' directories beside the table
@@ -254,9 +254,7 @@ class PartitionBuckets:
         if loss_kwargs.get("dense", "sampled") != "sampled":
             raise ParameterError("dense", "PartitionBuckets", "'sampled' (a bucket sees only its partitions' rows)",
                                  loss_kwargs["dense"])
-        if (loss_kwargs.get("two_hop") is None) != (getattr(model, "structure", None) is None):
-            raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.SampledTwoHop) in its "
-                             "loss, and a two_hop= needs a GAE with one")
+        sampled_two_hop(model, loss_kwargs)  # a structural part and its draws go together
         held: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         pending = None  # the step whose rows wait for their update: applied after the trainer's backward
         for stale in self.table.path.parent.glob(PREFIX + "*"):  # a killed process's epoch (one process a run)
@@ -302,7 +300,7 @@ class PartitionBuckets:
             return None
         second = (first, sub.num_nodes) if len(parts) == 2 else (0, first)  # the block's second partition
         neg = self.negatives(first, second, max(1, round(float(loss_kwargs.get("neg_ratio", 1.0)) * b)), generator)
-        two_hop = loss_kwargs.get("two_hop")  # the structural part's (gaescale.structure.SampledTwoHop), or None
+        two_hop, m = loss_kwargs.get("two_hop"), neg.shape[1]  # checked by steps; m uniform pairs
         if two_hop is not None:  # the pair features of the block's edges, and two-hop pairs drawn in the block
             ranges = [(int(self.bounds[p]), int(self.bounds[p + 1])) for p in parts]
             pos_phi = self._edge_phi(two_hop, graph, tuple(parts), sub.node_ids[pos.numpy()])
@@ -315,7 +313,6 @@ class PartitionBuckets:
         s = model.logits(z, pairs) if model.pair_decoder is not None else ordered_pair_logits(z, pairs, model.metric(z))
         s_pos, s_neg, offset = s[:b], s[b:], None
         if two_hop is not None:  # the whole logits: the edges' with w . phi, the two-hop pairs' correction
-            m = s.shape[0] - b - wedges[0].shape[1]
             s_pos, s_neg = s_pos + model.structure(pos_phi.to(z.device)), s[b:b + m]
             offset = (s[b + m:], model.structure(wedges[1].to(z.device)), wedges[2].to(z.device))
         block = first * (sub.num_nodes - first) * 2 if len(parts) == 2 else first * first

@@ -26,6 +26,7 @@ from ..errors import GraphError, ParameterError
 from ..graph import Graph, with_self_loops
 from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
 from ..sparse import PairIndex
+from ..structure import sampled_two_hop
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 
 
@@ -170,10 +171,7 @@ class NeighborLinks:
         weights = dict(kind=loss_kwargs.get("kind", "bce"), weighting=loss_kwargs.get("weighting"),
                        num_nodes=n, num_edge_pairs=slots + (n if self.self_loops else 0))
         neg_ratio = float(loss_kwargs.get("neg_ratio", 1.0))
-        two_hop = loss_kwargs.get("two_hop")  # the structural part's (gaescale.structure.SampledTwoHop), or None
-        if (two_hop is None) != (getattr(model, "structure", None) is None):
-            raise ValueError("a GAE with a structural part needs two_hop= (gaescale.structure.SampledTwoHop) in its "
-                             "loss, and a two_hop= needs a GAE with one")
+        two_hop = sampled_two_hop(model, loss_kwargs)  # the structural part's draws, or None
         for _ in range(-(-items // (self.batch_size * self.world_size))):
             pos, loops = sample_edges(graph, self.batch_size, generator, self_loops=self.self_loops)
             b = pos.shape[1]
