@@ -24,3 +24,42 @@ def _imported(prelude: str, env_value: str | None) -> str:
 ])
 def test_huge_pages_are_asked_for_only_before_torch_and_never_over_the_user(prelude, env_value, expected):
     assert _imported(prelude, env_value) == expected
+
+
+# In a fresh process: a thread that allocates while it lives, then glibc's own account of its heaps (malloc_info)
+ARENAS = """
+import ctypes, os, sys, tempfile, threading
+{prelude}
+allocated, done = threading.Event(), threading.Event()
+def work():
+    kept = [bytearray(1000) for _ in range(100)]  # small blocks: from the thread's arena, never mmap
+    allocated.set()
+    done.wait()
+t = threading.Thread(target=work)
+t.start()
+allocated.wait()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+path = os.path.join(tempfile.mkdtemp(), "info.xml")
+f = libc.fopen(path.encode(), b"w")
+libc.malloc_info(0, ctypes.c_void_p(f))
+libc.fclose(ctypes.c_void_p(f))
+done.set()
+t.join()
+print(open(path).read().count("<heap nr="))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.confstr("CS_GNU_LIBC_VERSION") is None, reason="glibc's arenas")
+@pytest.mark.parametrize(("prelude", "arena_max", "expected"), [
+    ("pass", None, "2"),  # without gaescale a second thread gets a heap of its own (the reference)
+    ("import gaescale", None, "1"),  # gaescale: one heap for every thread
+    ("import gaescale", "4", "2"),  # the user's MALLOC_ARENA_MAX kept
+])
+def test_gaescale_makes_threads_share_one_glibc_heap_unless_the_user_chose(prelude, arena_max, expected):
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if arena_max is not None:
+        env["MALLOC_ARENA_MAX"] = arena_max
+    out = subprocess.run([sys.executable, "-c", ARENAS.format(prelude=prelude)], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == expected

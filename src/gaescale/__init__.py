@@ -1,7 +1,9 @@
 """gaescale: graph autoencoders on graphs with millions of nodes, without N x N tensors."""
+from ._allocator import one_arena as _one_arena
 from ._allocator import prefer_huge_pages as _prefer_huge_pages
 
 _prefer_huge_pages()  # before torch is imported: it reads the setting once (gaescale._allocator)
+_one_arena()  # every thread's allocations from glibc's main heap (gaescale._allocator)
 
 from ._moved import install as _install_moved  # noqa: E402
 from ._version import __version__  # noqa: E402, F401  (re-exported: gaescale.__version__)

@@ -1,22 +1,45 @@
-"""torch's CPU allocator, configured before torch is first imported.
+"""The process's allocators, configured when gaescale is imported.
 
-An epoch allocates its large buffers afresh ((N, d) activations and gradients, per-pair logits); above glibc's
-32 MiB mmap threshold each is new memory, which the kernel hands over one zeroed 4 KiB page at a time. At 3M nodes
-those page faults made the epoch grow 1.5-1.9x faster than the graph (BENCHMARKS.md, "Growth with the graph").
-``THP_MEM_ALLOC_ENABLE=1`` makes torch align buffers of 2 MiB and more and ask the kernel for transparent huge pages
-there (``madvise``): 512 times fewer faults, the same memory. torch reads the variable once, at its first
+**torch's huge pages.** An epoch allocates its large buffers afresh ((N, d) activations and gradients, per-pair
+logits); above glibc's 32 MiB mmap threshold each is new memory, which the kernel hands over one zeroed 4 KiB page at
+a time. At 3M nodes those page faults made the epoch grow 1.5-1.9x faster than the graph (BENCHMARKS.md, "Growth with
+the graph"). ``THP_MEM_ALLOC_ENABLE=1`` makes torch align buffers of 2 MiB and more and ask the kernel for transparent
+huge pages there (``madvise``): 512 times fewer faults, the same memory. torch reads the variable once, at its first
 allocation, so this only takes effect when gaescale is imported before torch (the ``gaescale`` command always is).
 A value the user set, 0 included, is kept.
+
+**One glibc arena.** glibc gives each thread that allocates its own heap ("arena"), and memory freed there serves only
+that arena. The pair gradient's column product runs in worker threads (:func:`gaescale.sparse.columns_scipy`), whose
+``(N, d)`` results then sat in arenas of their own between epochs: 120 MiB of the 770k demo's 1.37 GiB peak
+(BENCHMARKS.md, "One malloc arena"). ``mallopt(M_ARENA_MAX, 1)`` makes every thread allocate from the main heap,
+as ``MALLOC_ARENA_MAX=1`` would; threads that exist already keep their arenas. Where the user set
+``MALLOC_ARENA_MAX`` (glibc read it at start), or glibc is not the C library, nothing is changed.
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import sys
 
 VARIABLE = "THP_MEM_ALLOC_ENABLE"
+ARENA_VARIABLE = "MALLOC_ARENA_MAX"
+M_ARENA_MAX = -8  # glibc's malloc.h
 
 
 def prefer_huge_pages() -> None:
     """Ask torch for huge pages, unless torch is imported already (too late) or the user has chosen."""
     if "torch" not in sys.modules:
         os.environ.setdefault(VARIABLE, "1")
+
+
+def one_arena() -> bool:
+    """Make glibc serve every thread's allocations from one arena, unless the user chose a number; True where set."""
+    if ARENA_VARIABLE in os.environ or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt(M_ARENA_MAX, 1) == 1
