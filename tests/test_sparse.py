@@ -129,3 +129,31 @@ def test_cross_logits_and_their_gradients_against_gathers():
     wu, wv = torch.autograd.grad((want * g).sum(), (u, v))
     assert torch.allclose(gu, wu, atol=1e-12) and torch.allclose(gv, wv, atol=1e-12)
     assert not torch.allclose(pidx.cross_logits(v, u), got)  # not symmetric
+
+
+def test_pair_indices_are_int32_where_they_fit_and_give_the_int64_numbers():
+    """int32 patterns (half the bytes) compute what int64 ones do; the index dtype only changes past 2^31 - 1."""
+    from gaescale.sparse import index_dtype
+    assert index_dtype(2**31 - 2, 10) == torch.int32 and index_dtype(2**31 - 1, 10) == torch.int64
+    assert index_dtype(10, 2**31) == torch.int64
+    n, m = 1000, 50_000
+    gen = torch.Generator().manual_seed(3)
+    pidx = PairIndex.from_pairs(torch.randint(0, n, (2, m), generator=gen), n)
+    assert pidx.indptr.dtype == pidx.cols.dtype == torch.int32 and pidx.pairs().dtype == torch.int64
+    wide = PairIndex(pidx.indptr, pidx.cols, n)
+    wide.indptr, wide.cols = pidx.indptr.long(), pidx.cols.long()  # what a graph past 2^31 - 1 pairs would hold
+    z = torch.randn(n, 6, requires_grad=True)
+    w = torch.randn(m)
+    got = [(p.logits(z) * w).sum() for p in (pidx, wide)]
+    torch.testing.assert_close(got[0], got[1])
+    torch.testing.assert_close(*(torch.autograd.grad(s, z)[0] for s in got))
+
+
+def test_uniform_pairs_are_the_draws_of_two_int64_randint_calls():
+    """Drawn in int32, the pairs are the same as drawn in int64 from the same generator (runs stay reproducible)."""
+    n, m = 1000, 20_000
+    pidx = PairIndex.uniform(n, m, torch.Generator().manual_seed(4))
+    gen = torch.Generator().manual_seed(4)
+    i, j = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
+    assert pidx.cols.dtype == torch.int32 and torch.equal(pidx.cols.long(), j)
+    assert torch.equal(pidx.indptr.diff().long(), torch.bincount(i, minlength=n))

@@ -282,7 +282,7 @@ def test_counted_bytes_match_the_structural_parts_pool_in_full_batch(hard):
     else:
         assert neg is None and two_hop.negatives_phi is None
     held = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in kept}.values())
-    counted = (TWO_HOP_PER_EDGE + (hard > 0) * HARD_NEGATIVES_PER_EDGE) * g.num_edges + 8 * (1 + (hard > 0)) * (n + 1)
+    counted = (TWO_HOP_PER_EDGE + (hard > 0) * HARD_NEGATIVES_PER_EDGE) * g.num_edges + 4 * (1 + (hard > 0)) * (n + 1)
     assert pool.num_pairs == g.num_edges and 0.95 * counted <= held <= counted
 
 
