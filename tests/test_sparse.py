@@ -157,3 +157,30 @@ def test_uniform_pairs_are_the_draws_of_two_int64_randint_calls():
     i, j = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
     assert pidx.cols.dtype == torch.int32 and torch.equal(pidx.cols.long(), j)
     assert torch.equal(pidx.indptr.diff().long(), torch.bincount(i, minlength=n))
+
+
+def test_signed_logits_gradcheck_and_keep_only_z_for_backward():
+    """The bias decoder's logits ``z_i^T M z_j`` (signs ``M``): the gradient ``M (G z + G^T z)`` passes gradcheck,
+    with and without the caller's ``z M``, and backward keeps ``z`` and not ``z M`` (one ``(N, d)`` storage saved)."""
+    n, m = 30, 400
+    gen = torch.Generator().manual_seed(5)
+    z = torch.randn(n, 6, dtype=torch.float64, requires_grad=True)
+    metric = torch.tensor([1.0, 1, 1, 1, 1, -1], dtype=torch.float64)
+    pidx = PairIndex.from_pairs(torch.randint(0, n, (2, m), generator=gen), n)
+    w = torch.randn(m, dtype=torch.float64)
+    p = pidx.pairs()
+    torch.testing.assert_close(pidx.logits(z, metric), (z[p[0]] * metric * z[p[1]]).sum(-1))
+    assert torch.autograd.gradcheck(lambda z: (pidx.logits(z, metric) * w).sum(), (z,))
+    assert torch.autograd.gradcheck(lambda z: (pidx.logits(z, metric, scaled=(z * metric).detach()) * w).sum(), (z,))
+    saved = {}
+
+    def pack(t):
+        if t.dim() == 2:
+            saved[t.untyped_storage().data_ptr()] = tuple(t.shape)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        s = pidx.logits(z, metric)
+    assert list(saved.values()) == [(n, 6)] and z.untyped_storage().data_ptr() in saved
+    torch.testing.assert_close(torch.autograd.grad((s * w).sum(), z)[0],
+                               torch.autograd.grad(((z[p[0]] * metric * z[p[1]]).sum(-1) * w).sum(), z)[0])

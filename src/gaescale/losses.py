@@ -296,7 +296,10 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         num_samples = default_num_samples(num_pairs, neg_ratio)
     if metric is not None:
         metric = metric.to(z.device, z.dtype)
-    scaled = None if metric is None or decoder is not None else z.contiguous() * metric  # z M, once for every pair set
+    scaled = None  # z M, once for every pair set's forward (their backward does without it: sparse._SignedPairDot)
+    if metric is not None and decoder is None:
+        with torch.no_grad():
+            scaled = z.contiguous() * metric
     s = _logits(pairs, z, metric, scaled) if decoder is None else _pair_logits(decoder, z, pairs.pairs())
     if edge_offset is not None:
         s = s + edge_offset.to(s.dtype)
@@ -319,9 +322,9 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
 
 
 def _logits(pairs: PairIndex, z: Tensor, metric: Tensor | None, scaled: Tensor | None) -> Tensor:
-    """The pairs' logits ``z_i^T M z_j``, from ``scaled = z M`` where the caller computed it once for several pair
-    sets (:meth:`PairIndex.cross_logits`), else from ``metric`` (:meth:`PairIndex.logits`)."""
-    return pairs.logits(z, metric) if scaled is None else pairs.cross_logits(scaled, z)
+    """The pairs' logits ``z_i^T M z_j`` (:meth:`PairIndex.logits`), with ``scaled = z M`` where the caller computed
+    it once for several pair sets."""
+    return pairs.logits(z, metric, scaled=scaled)
 
 
 def _pair_logits(decoder: Callable, z: Tensor, pairs: Tensor) -> Tensor:

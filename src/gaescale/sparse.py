@@ -216,13 +216,17 @@ class PairIndex:
             return torch.sparse_csr_tensor(self.indptr, self.cols, values, (self.num_nodes, self.num_nodes),
                                            check_invariants=False)
 
-    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None, *,
+               scaled: torch.Tensor | None = None) -> torch.Tensor:
         """``s: (m,)`` with ``s_k = z[i_k] . z[j_k]`` for ``z: (N, d)`` (with ``metric: (d,)`` of signs,
-        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``."""
+        ``sum_c metric_c z[i_k, c] z[j_k, c]``); differentiable in ``z``. ``scaled``: ``z * metric``, where the caller
+        computed it once for several pair sets (without autograd: only the forward reads it)."""
         if z.shape[0] != self.num_nodes:
             raise ValueError(f"z has {z.shape[0]} rows but the pairs index {self.num_nodes} nodes")
         z = z.contiguous()
-        return _PairDot.apply(z if metric is None else z * metric, z, self.to(z.device))
+        if metric is None:
+            return _PairDot.apply(z, z, self.to(z.device))
+        return _SignedPairDot.apply(z, metric.to(z.device, z.dtype), self.to(z.device), scaled)
 
 
     def cross_logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -252,26 +256,56 @@ class _PairDot(torch.autograd.Function):
     def forward(ctx, u, v, pidx: PairIndex):
         ctx.save_for_backward(u, v)
         ctx.pidx = pidx
-        if pidx.num_pairs == 0:
-            return v.new_zeros(0)
-        if pidx.num_pairs > u.shape[0] * v.shape[0]:  # torch's CPU sampled_addmm refuses more entries than N x N
-            return (u[pidx.rows()] * v[pidx.cols]).sum(-1)  # (a tiny graph's pairs): gathered rows instead
-        # the logits written over the pattern's own values, with no copy of the pattern's indices and values into a
-        # new result. Written in place, beta=0 still multiplies the old values (NaN in fresh memory shows through):
-        # they start at 0
-        pattern = pidx._csr(v.new_zeros(pidx.num_pairs))
-        return torch.sparse.sampled_addmm(pattern, u, v.T, beta=0.0, out=pattern).values()
+        return _pair_values(u, v, pidx)
 
     @staticmethod
     def backward(ctx, grad_s):
         u, v = ctx.saved_tensors
-        pidx: PairIndex = ctx.pidx
-        if pidx.num_pairs == 0:
-            return torch.zeros_like(u), torch.zeros_like(v), None
-        g = grad_s.contiguous()
-        # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
-        column_term = columns_scipy if v.device.type == "cpu" else columns_scatter
-        return csr_mm(pidx._csr(g), v), column_term(pidx, g, u), None
+        return *_pair_grads(ctx.pidx, grad_s, u, v), None
+
+
+class _SignedPairDot(torch.autograd.Function):
+    """``s_k = sum_c m_c z[i_k, c] z[j_k, c]`` for ``z: (N, d)`` and signs ``m: (d,)`` (the bias decoder's logits,
+    :func:`gaescale.models.bias_metric`). For a diagonal ``M``, ``G^T (z M) = (G^T z) M``, so the gradient is
+    ``M (G z + G^T z)``: backward keeps ``z`` alone, not ``z M`` too, and writes one ``(N, d)`` gradient where
+    autograd would add two. ``scaled``: ``z M`` from the caller (shared by several pair sets), read by the forward
+    only."""
+
+    @staticmethod
+    def forward(ctx, z, metric, pidx: PairIndex, scaled):
+        ctx.save_for_backward(z, metric)
+        ctx.pidx = pidx
+        return _pair_values(z * metric if scaled is None else scaled, z, pidx)
+
+    @staticmethod
+    def backward(ctx, grad_s):
+        z, metric = ctx.saved_tensors
+        rows, columns = _pair_grads(ctx.pidx, grad_s, z, z)
+        return rows.add_(columns).mul_(metric), None, None, None
+
+
+def _pair_values(u: torch.Tensor, v: torch.Tensor, pidx: PairIndex) -> torch.Tensor:
+    """``s: (m,)``, ``s_k = u[i_k] . v[j_k]`` for ``u, v: (N, d)``."""
+    if pidx.num_pairs == 0:
+        return v.new_zeros(0)
+    if pidx.num_pairs > u.shape[0] * v.shape[0]:  # torch's CPU sampled_addmm refuses more entries than N x N
+        return (u[pidx.rows()] * v[pidx.cols]).sum(-1)  # (a tiny graph's pairs): gathered rows instead
+    # the logits written over the pattern's own values, with no copy of the pattern's indices and values into a
+    # new result. Written in place, beta=0 still multiplies the old values (NaN in fresh memory shows through):
+    # they start at 0
+    pattern = pidx._csr(v.new_zeros(pidx.num_pairs))
+    return torch.sparse.sampled_addmm(pattern, u, v.T, beta=0.0, out=pattern).values()
+
+
+def _pair_grads(pidx: PairIndex, grad_s: torch.Tensor, u: torch.Tensor,
+                v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(G v, G^T u)``, both ``(N, d)``, for ``G`` holding ``grad_s: (m,)`` on the pairs: ``dL/du`` and ``dL/dv``."""
+    if pidx.num_pairs == 0:
+        return torch.zeros_like(u), torch.zeros_like(v)
+    g = grad_s.contiguous()
+    # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
+    column_term = columns_scipy if v.device.type == "cpu" else columns_scatter
+    return csr_mm(pidx._csr(g), v), column_term(pidx, g, u)
 
 
 def columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

@@ -291,7 +291,7 @@ class TwoHop:
         # from the two rows, not a stacked (2, P) copy whose first row would stay behind the columns (8 bytes a pair)
         self.pool = PairIndex.from_rows(torch.from_numpy(u), torch.from_numpy(v), n)
         self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
-        self.pool_weight = torch.from_numpy(importance)
+        self.pool_weight = torch.from_numpy(importance.astype(np.float32))  # the loss's dtype: what it reads
         self.negatives: PairIndex | None = None  # the hard-negative term's pairs, only where it has a weight
         self.negatives_phi: torch.Tensor | None = None
         if self.weight:

@@ -86,14 +86,14 @@ RANKING_PER_NODE = 44.0
 # edge) while gaescale.training.evaluate.auc_ap sorts them (24 bytes a score, 48 an edge).
 HELDOUT_PER_EDGE = 64.0
 # The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to as many pairs as training edges
-# (its PairIndex's int32 columns, float32 phi and float64 weight: 24 bytes a pair and an (N + 1,) int32 indptr) and
+# (its PairIndex's int32 columns, float32 phi and weight: 20 bytes a pair and an (N + 1,) int32 indptr) and
 # phi of the training edges (12 bytes each); with hard negatives, the pool's non-edges too (columns and phi: up to 16
 # bytes a pair, another indptr). Above 2^31 - 1 pairs or nodes the indices are int64 (gaescale.sparse.index_dtype): 4
 # bytes more a pair, within the margin of PER_PAIR's measured step.
 # Every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of queries expands at most
 # CANDIDATE_BUDGET two-hop paths (their candidates' rows, nodes and three features, with one of the three sparse
 # products they come from: 23-65 bytes a path at the peak, tracemalloc on email-Enron, hk-50k and musae-facebook).
-TWO_HOP_PER_EDGE = 36.0
+TWO_HOP_PER_EDGE = 32.0
 HARD_NEGATIVES_PER_EDGE = 16.0
 STRUCTURE_EVAL = MEMO_BYTES + 72 * CANDIDATE_BUDGET
 # A partitioned bucket's step with the structural part: its edges' global ends (16 bytes an edge) and phi (12; float32,
