@@ -42,7 +42,7 @@ class EdgeSplit:
     test_pos: np.ndarray
     test_neg: np.ndarray
     num_nodes: int
-    graph: Graph | None = None  # the training graph, when the split built it (split_hashed); train is then None
+    graph: Graph | None = None  # the training graph, where it is built already; train is then None
     train_weight: np.ndarray | None = None  # (k,) float32 the weight of each train edge (a weighted graph's)
 
     def train_graph(self) -> Graph:

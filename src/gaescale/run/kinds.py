@@ -37,6 +37,7 @@ from ..models import GAE, VGAE, HadamardMLP
 from ..parallel.placement import Placement, place
 from ..parallel.reading import read_on_ranks
 from ..pyg import check_custom_encoder
+from ..sparse import PairIndex
 from ..structure import FEATURES, StructuralPart, StructuralScores
 from ..training.buckets import EdgeSample
 from ..training.evaluate import link_scores
@@ -113,14 +114,14 @@ class Undirected:
 
     build_model = staticmethod(build_model)
 
-    def train_pairs(self, config: TrainConfig, placed: Placement, train_graph: Graph) -> torch.Tensor:
-        """``(2, E)`` the training edges (plus ``(i, i)`` for every node when the target is ``A + I``); a weighted
-        graph's as a :class:`gaescale.sparse.PairIndex` with their weights."""
+    def train_pairs(self, config: TrainConfig, placed: Placement, train_graph: Graph) -> PairIndex:
+        """The training edges (plus ``(i, i)`` for every node when the target is ``A + I``) as the
+        :class:`gaescale.sparse.PairIndex` full batch trains on, a weighted graph's with their weights; read from the
+        training graph's CSR, with no ``(2, E)`` array left behind."""
         if train_graph.weighted:
             return weighted_pairs(train_graph, config.self_loops)
-        split = placed.split
-        edges = split.train if split.train is not None else train_graph.edge_index()
-        return torch.from_numpy(with_self_loops(edges, train_graph.num_nodes, config.self_loops))
+        edges = with_self_loops(train_graph.edge_index(), train_graph.num_nodes, config.self_loops)
+        return PairIndex.from_pairs(torch.from_numpy(edges), train_graph.num_nodes)
 
     def heldout_metrics(self, config: TrainConfig, model: GAE, fitted: Fitted, placed: Placement, log, *,
                         test: bool) -> dict[str, Any]:
