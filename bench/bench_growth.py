@@ -107,6 +107,8 @@ def _profiler(skip: int, active: int):
 
     def collect(prof) -> None:
         for event in prof.key_averages():
+            if event.key.startswith("ProfilerStep"):  # the step's span: its self time is the wait for the other
+                continue                              # sizes' turns, not an op
             ops[event.key] = ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6 / active
 
     # steps end at each epoch's callback: step 0 is the setup and epoch 1, step k epoch k + 1
