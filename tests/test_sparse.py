@@ -184,3 +184,25 @@ def test_signed_logits_gradcheck_and_keep_only_z_for_backward():
     assert list(saved.values()) == [(n, 6)] and z.untyped_storage().data_ptr() in saved
     torch.testing.assert_close(torch.autograd.grad((s * w).sum(), z)[0],
                                torch.autograd.grad(((z[p[0]] * metric * z[p[1]]).sum(-1) * w).sum(), z)[0])
+
+
+def test_uniform_pairs_drawn_into_kept_arrays_are_the_same_draws(monkeypatch):
+    """UniformPairs draws what PairIndex.uniform draws from the same generator, counting the first nodes a chunk at a
+    time (chunks of 1,000 here, the last one short), and draws again into the same arrays."""
+    import gaescale.sparse as sparse
+    from gaescale.sparse import UniformPairs
+    monkeypatch.setattr(sparse, "DRAW_CHUNK", 1000)
+    n, m = 300, 4500
+    gen = torch.Generator().manual_seed(6)
+    i, j = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
+    second = (torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen))
+    draws = UniformPairs()
+    gen = torch.Generator().manual_seed(6)
+    first = draws.draw(n, m, gen)
+    assert torch.equal(first.cols.long(), j) and torch.equal(first.indptr.diff().long(), torch.bincount(i, minlength=n))
+    cols, indptr = first.cols.data_ptr(), first.indptr.data_ptr()
+    again = draws.draw(n, m, gen)
+    assert again.cols.data_ptr() == cols and again.indptr.data_ptr() == indptr  # the same arrays, overwritten
+    assert torch.equal(again.cols.long(), second[1])
+    assert torch.equal(again.indptr.diff().long(), torch.bincount(second[0], minlength=n))
+    assert draws.draw(n, m + 1, gen).num_pairs == m + 1  # another size: new arrays

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from .errors import ParameterError
-from .sparse import HALF, PairIndex
+from .sparse import HALF, PairIndex, UniformPairs
 
 Tensor = torch.Tensor
 
@@ -176,17 +176,19 @@ def block_size_for(num_nodes: int, memory_budget: int, itemsize: int = 4) -> int
 def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                generator: torch.Generator | None = None, block_size: int | None = None,
                memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1),
-               metric: Tensor | None = None, scaled: Tensor | None = None) -> Tensor:
+               metric: Tensor | None = None, scaled: Tensor | None = None,
+               uniform: UniformPairs | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
     ``metric: (d,)`` of signs: logits ``z_i^T diag(metric) z_j`` (:func:`gaescale.models.with_bias`); ``scaled``: ``z *
-    metric`` where the caller has it already (the sampled estimate reuses it).
+    metric`` where the caller has it already (the sampled estimate reuses it). ``uniform``: the sampled estimate's pairs
+    drawn into the arrays of that :class:`gaescale.sparse.UniformPairs` (a training loop's, kept across its epochs).
     ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D``, whose values and gradients add
     up to ``D``'s (:func:`exact_dense_tiles`; on CUDA :func:`gaescale.kernels.dense_value_and_grad`)."""
     n = z.shape[0]
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
-        s = _logits(PairIndex.uniform(n, num_samples, generator).to(z.device), z, metric, scaled)
+        s = _logits(draw_uniform(uniform, n, num_samples, generator).to(z.device), z, metric, scaled)
         return pair_sum(loss.l0, s) * (float(n) * n / num_samples)
     if strategy == "exact":
         if z.is_cuda:
@@ -224,7 +226,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
                         memory_budget: int = 256 * 2**20, generator: torch.Generator | None = None,
                         metric: Tensor | None = None, decoder: Callable | None = None,
                         edge_weight: Tensor | None = None, edge_offset: Tensor | None = None,
-                        dense_offset: tuple[Tensor, Tensor, Tensor] | None = None) -> Tensor:
+                        dense_offset: tuple[Tensor, Tensor, Tensor] | None = None,
+                        uniform: UniformPairs | None = None) -> Tensor:
     """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
 
     ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
@@ -247,7 +250,9 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     ``weight`` in the order of its ``pairs()``) (or an importance-weighted
     sample of them) with theirs. The loss is then the same identity of the whole logits ``s + g``: the dense term
     ``sum over all pairs of l0(s_ij)`` (sampled or exact, as without offsets) plus ``sum over T of
-    weight * (l0(s + g) - l0(s))``, the edge term on ``s + g``. Returns a scalar tensor.
+    weight * (l0(s + g) - l0(s))``, the edge term on ``s + g``. ``uniform``: a :class:`gaescale.sparse.UniformPairs`
+    that the sampled dense term draws its pairs into (the same draws; a training loop passes the same one every
+    epoch). Returns a scalar tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
@@ -265,7 +270,7 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     with torch.autocast(z.device.type, enabled=False):  # losses run in float32 under mixed precision
         return _reconstruction_loss(full_precision(z), edge_index, n, kind, dense, weighting, num_samples, neg_ratio,
                                     edges, block_size, memory_budget, generator, metric, decoder, edge_offset,
-                                    dense_offset)
+                                    dense_offset, uniform)
 
 
 def default_num_samples(num_edge_pairs: int, neg_ratio: float) -> int:
@@ -281,7 +286,7 @@ def full_precision(t: Tensor) -> Tensor:
 
 def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, neg_ratio, edges, block_size,
                          memory_budget, generator, metric=None, decoder=None, edge_offset=None,
-                         dense_offset=None) -> Tensor:
+                         dense_offset=None, uniform=None) -> Tensor:
     loss, weighting = resolve_kind(kind, weighting)
     pairs = as_pair_index(edge_index, n).to(z.device)
     # An undirected edge stands for two ordered pairs, a self loop for one.
@@ -310,15 +315,22 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         edge = edge - pair_sum(per_pair, s[mask], tuple(c[mask] for c in consts))
     if decoder is None:
         d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
-                       block_size=block_size, memory_budget=memory_budget, metric=metric, scaled=scaled)
+                       block_size=block_size, memory_budget=memory_budget, metric=metric, scaled=scaled,
+                       uniform=uniform)
     else:  # the sampled estimate of the dense term, through the decoder
-        drawn = PairIndex.uniform(n, num_samples, generator).to(z.device).pairs()
+        drawn = draw_uniform(uniform, n, num_samples, generator).to(z.device).pairs()
         d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
     if dense_offset is not None:  # sum over T of l0(s + g) - l0(s): the dense term of the whole logits
         at, g, weight = dense_offset
         e = _logits(at.to(z.device), z, metric, scaled)
         d = d + (weight.to(z.device, e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
     return w0 * d + edge
+
+
+def draw_uniform(uniform: UniformPairs | None, num_nodes: int, num_pairs: int,
+                 generator: torch.Generator | None) -> PairIndex:
+    """``num_pairs`` uniform pairs (:meth:`PairIndex.uniform`), into ``uniform``'s arrays where one is given."""
+    return (uniform or UniformPairs()).draw(num_nodes, num_pairs, generator)
 
 
 def _logits(pairs: PairIndex, z: Tensor, metric: Tensor | None, scaled: Tensor | None) -> Tensor:

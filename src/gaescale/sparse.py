@@ -177,13 +177,10 @@ class PairIndex:
         """``num_pairs`` pairs drawn independently and uniformly from all ``N^2`` ordered pairs.
 
         The first nodes are drawn, then only their counts per node are kept (the CSR row lengths):
-        the multiset of pairs has exactly the distribution of i.i.d. uniform draws.
+        the multiset of pairs has exactly the distribution of i.i.d. uniform draws. In new arrays
+        (:class:`UniformPairs` draws into the same ones every time).
         """
-        dtype = index_dtype(num_pairs, num_nodes)  # the same draws in either dtype
-        i = torch.randint(0, num_nodes, (num_pairs,), generator=generator, dtype=dtype)
-        j = torch.randint(0, num_nodes, (num_pairs,), generator=generator, dtype=dtype)
-        counts = torch.bincount(i, minlength=num_nodes)
-        return cls(torch.cat([counts.new_zeros(1), counts.cumsum(0)]), j, num_nodes)
+        return UniformPairs().draw(num_nodes, num_pairs, generator)
 
     def to(self, device) -> PairIndex:
         """The same pairs on ``device`` (this index itself when they are there already)."""
@@ -236,6 +233,41 @@ class PairIndex:
             raise ValueError(f"u {tuple(u.shape)} and v {tuple(v.shape)} must both have {self.num_nodes} rows and "
                              "one width")
         return _PairDot.apply(u.contiguous(), v.contiguous(), self.to(u.device))
+
+
+class UniformPairs:
+    """Uniform pairs (:meth:`PairIndex.uniform`, the same draws) drawn again and again into the same arrays: each
+    :meth:`draw` overwrites the pairs of the one before, so it is for a loop that is done with a draw before it
+    draws again (full batch's epochs, :class:`gaescale.training.strategies.FullBatch`).
+
+    Fresh arrays every epoch were most of what still grew faster than the graph at 10M nodes: their pages are new
+    memory each time (BENCHMARKS.md, "Growth with the graph"). The first nodes are drawn :data:`DRAW_CHUNK` at a time
+    and only counted, so no ``(m,)`` array of them is held either; memory: the ``(m,)`` columns and the ``(N + 1,)``
+    row pointers of the index dtype."""
+
+    def __init__(self):
+        self._arrays: tuple | None = None  # ((num_nodes, num_pairs), indptr, cols, chunk)
+
+    def draw(self, num_nodes: int, num_pairs: int, generator: torch.Generator | None = None) -> PairIndex:
+        """``num_pairs`` pairs over ``num_nodes`` nodes as :meth:`PairIndex.uniform` draws them from ``generator``."""
+        dtype = index_dtype(num_pairs, num_nodes)
+        if self._arrays is None or self._arrays[0] != (num_nodes, num_pairs):
+            self._arrays = ((num_nodes, num_pairs), torch.empty(num_nodes + 1, dtype=dtype),
+                            torch.empty(num_pairs, dtype=dtype), torch.empty(min(num_pairs, DRAW_CHUNK), dtype=dtype))
+        _, indptr, cols, chunk = self._arrays
+        counts = indptr[1:].zero_()
+        ones = torch.ones(1, dtype=dtype).expand(chunk.numel())
+        for a in range(0, num_pairs, chunk.numel()):  # the first nodes, counted: one randint's draws, in chunks
+            part = chunk[:min(num_pairs - a, chunk.numel())]
+            torch.randint(0, num_nodes, part.shape, generator=generator, dtype=dtype, out=part)
+            counts.index_add_(0, part, ones[:part.numel()])
+        indptr[0] = 0
+        counts.cumsum_(0)
+        torch.randint(0, num_nodes, (num_pairs,), generator=generator, dtype=dtype, out=cols)
+        return PairIndex(indptr, cols, num_nodes)
+
+
+DRAW_CHUNK = 1 << 20  # first nodes drawn and counted at a time by UniformPairs
 
 
 def ordered_pair_logits(z: torch.Tensor, pairs: torch.Tensor, metric: torch.Tensor | None = None) -> torch.Tensor:

@@ -33,11 +33,12 @@ from ..losses import (
     ValueAndGrad,
     as_pair_index,
     block_size_for,
+    draw_uniform,
     full_precision,
     pair_weights,
     resolve_kind,
 )
-from ..sparse import PairIndex
+from ..sparse import UniformPairs
 from .graph import DiGraph
 
 Tensor = torch.Tensor
@@ -212,14 +213,15 @@ def directed_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, b
 
 def directed_dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                         generator: torch.Generator | None = None, block_size: int | None = None,
-                        memory_budget: int = 256 * 2**20) -> Tensor:
+                        memory_budget: int = 256 * 2**20, uniform: UniformPairs | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_s_i . z_t_j)`` for ``z: (N, 2h)``: exact or an unbiased
-    estimate (``num_samples`` uniform ordered pairs scaled by ``N^2 / m``)."""
+    estimate (``num_samples`` uniform ordered pairs scaled by ``N^2 / m``, drawn into ``uniform``'s arrays where
+    given, as :func:`gaescale.losses.dense_term`)."""
     n = z.shape[0]
     if strategy == "sampled":
         if num_samples < 1:
             raise ParameterError("num_samples", "directed_loss", "an int >= 1", num_samples)
-        s = PairIndex.uniform(n, num_samples, generator).cross_logits(*halves(z))
+        s = draw_uniform(uniform, n, num_samples, generator).cross_logits(*halves(z))
         return loss.l0(s).sum() * (float(n) * n / num_samples)
     if strategy == "exact":
         block = int(block_size or block_size_for(n, memory_budget, z.element_size()))
@@ -235,14 +237,15 @@ def directed_dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples
 def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: str = "bce", dense: str = "sampled",
                   weighting: str | None = None, num_samples: int | None = None, neg_ratio: float = 1.0,
                   block_size: int | None = None, memory_budget: int = 256 * 2**20,
-                  generator: torch.Generator | None = None, decoder: nn.Module | None = None) -> Tensor:
+                  generator: torch.Generator | None = None, decoder: nn.Module | None = None,
+                  uniform: UniformPairs | None = None) -> Tensor:
     """The reconstruction loss of ``z = [z_s | z_t]: (N, 2h)`` against the directed edges ``edge_index: (2, E)``
     (ordered pairs, each edge once; or a :class:`gaescale.sparse.PairIndex`, whose ``weights`` make a weighted
     graph's edge term as :func:`gaescale.losses.reconstruction_loss`'s): ``sum_ij w(a_ij) l(s_ij, a_ij)`` over
     all ``N^2`` ordered pairs, ``s_ij = z_s_i . z_t_j``, weights of :func:`gaescale.losses.pair_weights` for ``E``
     ordered edge pairs. ``num_samples`` defaults to ``neg_ratio`` per directed edge. ``decoder(zu, zv) -> s`` (e.g.
     :class:`Gravity`) replaces ``z_s_u . z_t_v``; it needs ``dense='sampled'``, whose draws of ``(i, i)`` then count
-    zero. A scalar tensor."""
+    zero. ``uniform``: as :func:`gaescale.losses.reconstruction_loss`'s. A scalar tensor."""
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n or (decoder is None and z.shape[1] % 2):
         raise ParameterError("z", "directed_loss", f"a 2-D tensor with num_nodes={n} rows and an even number of "
@@ -263,9 +266,9 @@ def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: 
         edge = (w1 * l1 - w0 * pl.l0(s)).sum()
         m = max(1, int(round(neg_ratio * pairs.num_pairs))) if num_samples is None else num_samples
         if decoder is not None:  # the sampled estimate over the pairs i != j, through the decoder
-            q = PairIndex.uniform(n, m, generator).to(z.device).pairs()
+            q = draw_uniform(uniform, n, m, generator).to(z.device).pairs()
             d = (pl.l0(decoder(z[q[0]], z[q[1]])) * (q[0] != q[1])).sum() * (float(n) * n / m)
             return w0 * d + edge
         d = directed_dense_term(z, pl, dense, num_samples=m, generator=generator, block_size=block_size,
-                                memory_budget=memory_budget)
+                                memory_budget=memory_budget, uniform=uniform)
         return w0 * d + edge

@@ -25,18 +25,23 @@ from ..devices import index_on
 from ..errors import GraphError, ParameterError
 from ..graph import Graph, with_self_loops
 from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
-from ..sparse import PairIndex
+from ..sparse import PairIndex, UniformPairs
 from ..structure import sampled_two_hop
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 
 
 class FullBatch:
-    """The encoder on the whole training graph and the loss on all training edges: one step per epoch."""
+    """The encoder on the whole training graph and the loss on all training edges: one step per epoch. The sampled
+    all-pairs term draws its uniform pairs into the same arrays every epoch (:class:`gaescale.sparse.UniformPairs`):
+    an epoch is done with its draw before the next one draws."""
 
     name = "full"
 
+    def __init__(self):
+        self.uniform = UniformPairs()
+
     def steps(self, model, x, graph: Graph, pairs: PairIndex, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
-        yield model.loss(model(x, graph), pairs, generator=generator, **loss_kwargs)
+        yield model.loss(model(x, graph), pairs, generator=generator, uniform=self.uniform, **loss_kwargs)
 
 
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
