@@ -206,3 +206,4 @@ def test_uniform_pairs_drawn_into_kept_arrays_are_the_same_draws(monkeypatch):
     assert torch.equal(again.cols.long(), second[1])
     assert torch.equal(again.indptr.diff().long(), torch.bincount(second[0], minlength=n))
     assert draws.draw(n, m + 1, gen).num_pairs == m + 1  # another size: new arrays
+    assert PairIndex.uniform(n, 0, gen).num_pairs == 0 and draws.draw(n, 0, gen).indptr.tolist() == [0] * (n + 1)

@@ -155,7 +155,7 @@ class PairIndex:
     @classmethod
     def from_pairs(cls, pairs: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None) -> PairIndex:
         """From ``pairs: (2, m)`` int node indices (sorted by the first row here if they are not already) and
-        optionally their ``weights: (m,)``. The columns are the second row itself where it is int64 and sorted: a view
+        optionally their ``weights: (m,)``. The columns are the second row itself where it is sorted: a view
         that keeps the whole ``(2, m)`` array alive where it has the index dtype (:meth:`from_rows` for pairs held as
         two arrays)."""
         return cls.from_rows(pairs[0], pairs[1], num_nodes, weights)
@@ -257,7 +257,7 @@ class UniformPairs:
         _, indptr, cols, chunk = self._arrays
         counts = indptr[1:].zero_()
         ones = torch.ones(1, dtype=dtype).expand(chunk.numel())
-        for a in range(0, num_pairs, chunk.numel()):  # the first nodes, counted: one randint's draws, in chunks
+        for a in range(0, num_pairs, max(1, chunk.numel())):  # the first nodes, counted: one randint's draws
             part = chunk[:min(num_pairs - a, chunk.numel())]
             torch.randint(0, num_nodes, part.shape, generator=generator, dtype=dtype, out=part)
             counts.index_add_(0, part, ones[:part.numel()])
