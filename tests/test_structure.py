@@ -77,6 +77,14 @@ def test_candidate_features_are_the_pair_features_of_every_two_hop_candidate():
     got = st.of_candidates(q, ask_rows, ask_nodes)
     np.testing.assert_allclose(got, st.pairs(q[ask_rows], ask_nodes), rtol=1e-12, atol=0)
     assert np.count_nonzero(got) == rows.size  # the candidates, and no other pair
+    # the last queries' candidates are kept, and another batch's (a query array reused in place too) are its own
+    other = q[::-1].copy()
+    for asked in (q, other, q, other):
+        r, c, values = st.candidates(asked)
+        np.testing.assert_allclose(values, st.pairs(asked[r], c), rtol=1e-12, atol=0)
+    other[:] = q  # the last queries' array, changed in place by its owner: the candidates follow
+    fresh = StructuralScores(g, torch.tensor([0.7, 1.3, 2.1])).candidates(q)
+    assert all(np.array_equal(a, b) for a, b in zip(st.candidates(other), fresh))
 
 
 def test_two_hop_pool_is_every_two_hop_pair_or_an_unbiased_sample_of_them():

@@ -439,6 +439,7 @@ class StructuralScores:
     def __init__(self, graph: Graph | PairFeatures, weights):
         self.features = graph if isinstance(graph, PairFeatures) else PairFeatures(graph)
         self.weights = np.asarray(torch.as_tensor(weights).detach().cpu().double().numpy(), np.float64)
+        self._last: tuple | None = None  # (queries, rows, nodes, values) of the last candidates asked
 
     def pairs(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``(P,)`` float64 ``w . phi(u, v)``; 0 for a pair ``(i, i)``."""
@@ -447,9 +448,15 @@ class StructuralScores:
         return out
 
     def candidates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, nodes, values)``: :meth:`PairFeatures.candidates` with ``w . phi`` (float64) as the values."""
-        rows, nodes, raw = self.features.candidate_features(u)
-        return rows, nodes, np.log1p(raw) @ self.weights
+        """``(rows, nodes, values)``: :meth:`PairFeatures.candidates` with ``w . phi`` (float64) as the values. The
+        last queries' are kept: a ranking batch asks for them three times (its counts, its targets, its known
+        neighbours); they are let go before another batch's are computed."""
+        u = np.asarray(u, np.int64)
+        if self._last is None or not np.array_equal(self._last[0], u):
+            self._last = None
+            rows, nodes, raw = self.features.candidate_features(u)
+            self._last = (u.copy(), rows, nodes, np.log1p(raw) @ self.weights)
+        return self._last[1:]
 
     def of_candidates(self, u: np.ndarray, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """``(K,)`` float64 ``w . phi(u[rows[i]], nodes[i])``, looked up among the two-hop candidates of the queries
