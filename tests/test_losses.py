@@ -111,6 +111,19 @@ def test_edges_ordered_equals_undirected(graph):
 
 
 @pytest.mark.filterwarnings("ignore:kind='mse' without weighting")
+def test_self_loops_gradient_matches_the_dense_reference():
+    """The self pairs' share is read before the edge term writes its gradient over the logits (pair_sum's
+    overwrite): the gradient is the dense computation's."""
+    z = _z(4).requires_grad_()
+    pairs = torch.tensor([[0, 3, 5, 1], [0, 3, 9, 7]])
+    got = reconstruction_loss(z, pairs, N, kind="mse", dense="exact", weighting="none")
+    (g,) = torch.autograd.grad(got, z)
+    expected = dense_reference(z, dense_adjacency(pairs.numpy(), N), "mse", "none")
+    (g_ref,) = torch.autograd.grad(expected, z)
+    assert torch.allclose(got, expected) and torch.allclose(g, g_ref)
+
+
+@pytest.mark.filterwarnings("ignore:kind='mse' without weighting")
 def test_self_loops_count_once(graph):
     z = _z(4)
     loops = torch.tensor([[0, 3, 5], [0, 3, 9]])
@@ -306,3 +319,21 @@ def test_pair_sum_in_chunks_gives_the_value_and_gradient_of_the_plain_sum(kind, 
     assert torch.allclose(value, expected, rtol=1e-12) and torch.allclose(grad, expected_grad, rtol=1e-12)
     with torch.no_grad():
         assert torch.allclose(losses.pair_sum(pl.l0, s), pl.l0(s).sum(), rtol=1e-12)
+
+
+def test_pair_sum_overwrite_writes_the_gradient_over_the_logits(monkeypatch):
+    """With overwrite=True the logits' own buffer holds df/ds after the forward (no second (m,) buffer), and the value
+    and gradient are the plain sum's; without it the logits are left as they were."""
+    from gaescale import losses
+    monkeypatch.setattr(losses, "PAIR_CHUNK", 7)
+    pl = losses.KINDS["bce"]
+    base = 3 * torch.randn(100, dtype=torch.float64)
+    leaf = base.clone().requires_grad_()
+    s = leaf * 1.0  # a fresh buffer that nothing else reads, as the logits of PairIndex.logits
+    value = losses.pair_sum(pl.l0, s, overwrite=True)
+    assert torch.allclose(s.detach(), torch.sigmoid(base), rtol=1e-12)  # d softplus / ds, over s itself
+    (grad,) = torch.autograd.grad(value, leaf)
+    assert torch.allclose(value, pl.l0(base).sum(), rtol=1e-12) and torch.allclose(grad, torch.sigmoid(base))
+    kept = base.clone().requires_grad_()
+    losses.pair_sum(pl.l0, kept)
+    assert torch.equal(kept.detach(), base)

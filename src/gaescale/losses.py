@@ -108,18 +108,26 @@ class ValueAndGrad(torch.autograd.Function):
 PAIR_CHUNK = 1 << 18  # pairs per chunk of pair_sum: its temporaries (1 MiB each in float32) stay in the L2 cache
 
 
-def pair_sum(f: Callable[..., Tensor], s: Tensor, consts: tuple[Tensor, ...] = ()) -> Tensor:
+def pair_sum(f: Callable[..., Tensor], s: Tensor, consts: tuple[Tensor, ...] = (), *,
+             overwrite: bool = False) -> Tensor:
     """``sum_k f(s, *consts)_k`` for logits ``s: (m,)`` and per-pair constants ``consts`` (each ``(m,)``, not
     differentiated), differentiable in ``s``. ``f`` is elementwise. It runs :data:`PAIR_CHUNK` pairs at a time and
     keeps only ``df/ds: (m,)`` for backward: the same value and gradient as ``f(s, *consts).sum()``, without the
     half-dozen ``(m,)`` temporaries (each fresh memory, once past glibc's 32 MiB) that the loss's elementwise steps
-    and their backward would allocate: BENCHMARKS.md, "Growth with the graph". The chunks' sums add up in float64."""
-    return ValueAndGrad.apply(s, partial(_chunked_sum, f=f, consts=consts))
+    and their backward would allocate: BENCHMARKS.md, "Growth with the graph". The chunks' sums add up in float64.
+
+    ``overwrite=True``: ``df/ds`` is written over ``s`` itself, chunk by chunk, where a gradient is needed. Only for a
+    caller whose ``s`` nothing else reads afterwards (no autograd node saved it, the caller reads it no more): the
+    logits of :meth:`gaescale.sparse.PairIndex.logits`, which no node keeps. It saves a second ``(m,)`` buffer, which
+    at 10M nodes is fresh memory of 200 MB a pair set every epoch (BENCHMARKS.md, "The pair gradient written over its
+    logits")."""
+    return ValueAndGrad.apply(s, partial(_chunked_sum, f=f, consts=consts, overwrite=overwrite))
 
 
-def _chunked_sum(s: Tensor, need_grad: bool, *, f: Callable[..., Tensor], consts: tuple[Tensor, ...]):
+def _chunked_sum(s: Tensor, need_grad: bool, *, f: Callable[..., Tensor], consts: tuple[Tensor, ...],
+                 overwrite: bool = False):
     total = torch.zeros((), dtype=torch.float64, device=s.device)
-    grad = torch.empty_like(s) if need_grad else None
+    grad = (s if overwrite else torch.empty_like(s)) if need_grad else None
     for a in range(0, s.numel(), PAIR_CHUNK):
         b = min(a + PAIR_CHUNK, s.numel())
         chunk = s[a:b]
@@ -127,7 +135,7 @@ def _chunked_sum(s: Tensor, need_grad: bool, *, f: Callable[..., Tensor], consts
             with torch.enable_grad():
                 chunk = chunk.detach().requires_grad_()
                 value = f(chunk, *(c[a:b] for c in consts)).sum()
-                grad[a:b] = torch.autograd.grad(value, chunk)[0]
+                grad[a:b] = torch.autograd.grad(value, chunk)[0]  # over s[a:b] itself with overwrite: read already
         else:
             value = f(chunk, *(c[a:b] for c in consts)).sum()
         total += value.detach().double()
@@ -189,7 +197,7 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
         if num_samples < 1:
             raise ParameterError("num_samples", "reconstruction_loss", "an int >= 1", num_samples)
         s = _logits(draw_uniform(uniform, n, num_samples, generator).to(z.device), z, metric, scaled)
-        return pair_sum(loss.l0, s) * (float(n) * n / num_samples)
+        return pair_sum(loss.l0, s, overwrite=True) * (float(n) * n / num_samples)
     if strategy == "exact":
         if z.is_cuda:
             from . import kernels
@@ -309,10 +317,13 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
     if edge_offset is not None:
         s = s + edge_offset.to(s.dtype)
     per_pair, consts = _edge_pair_loss(loss, w0, w1, None if pairs.weights is None else pairs.weights.to(s.dtype))
-    edge = pair_sum(per_pair, s, consts) * (2 if edges == "undirected" else 1)
-    if loops:
+    if loops:  # self pairs count once: their share taken back out, read before s is overwritten below
         mask = pairs.self_pair_mask()
-        edge = edge - pair_sum(per_pair, s[mask], tuple(c[mask] for c in consts))
+        loop_term = pair_sum(per_pair, s[mask], tuple(c[mask] for c in consts))
+    # s is this function's own (the logits, or their sum with edge_offset) where no decoder made it
+    edge = pair_sum(per_pair, s, consts, overwrite=decoder is None) * (2 if edges == "undirected" else 1)
+    if loops:
+        edge = edge - loop_term
     if decoder is None:
         d = dense_term(z, loss, dense, num_samples=num_samples, generator=generator,
                        block_size=block_size, memory_budget=memory_budget, metric=metric, scaled=scaled,
