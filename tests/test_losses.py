@@ -337,3 +337,25 @@ def test_pair_sum_overwrite_writes_the_gradient_over_the_logits(monkeypatch):
     kept = base.clone().requires_grad_()
     losses.pair_sum(pl.l0, kept)
     assert torch.equal(kept.detach(), base)
+
+
+def test_pair_sum_of_two_inputs_gives_both_gradients_and_overwrites_only_the_one_it_may(monkeypatch):
+    """offset_term, sum w (l0(e + g) - l0(e)), in chunks of 7: its value and the gradients in e and g are autograd's
+    through the plain expression; with overwrite=(True, False), e's buffer holds its gradient and g is left alone."""
+    from gaescale import losses
+    monkeypatch.setattr(losses, "PAIR_CHUNK", 7)
+    pl = losses.KINDS["bce"]
+    gen = torch.Generator().manual_seed(3)
+    e0 = 3 * torch.randn(100, generator=gen, dtype=torch.float64)
+    g0 = torch.rand(100, generator=gen, dtype=torch.float64)
+    w = torch.rand(100, generator=gen, dtype=torch.float64)
+    e_leaf, g_leaf = e0.clone().requires_grad_(), g0.clone().requires_grad_()
+    e, g = e_leaf * 1.0, g_leaf * 1.0
+    value = losses.offset_term(pl, e, g, w, overwrite=(True, False))
+    assert torch.equal(g.detach(), g0)
+    de_expected = w * (torch.sigmoid(e0 + g0) - torch.sigmoid(e0))
+    assert torch.allclose(e.detach(), de_expected, rtol=1e-12)
+    ge, gg = torch.autograd.grad(value, (e_leaf, g_leaf))
+    ref = (w * (pl.l0(e0 + g0) - pl.l0(e0))).sum()
+    assert torch.allclose(value, ref, rtol=1e-12)
+    assert torch.allclose(ge, de_expected, rtol=1e-12) and torch.allclose(gg, w * torch.sigmoid(e0 + g0), rtol=1e-12)

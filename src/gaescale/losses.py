@@ -108,38 +108,63 @@ class ValueAndGrad(torch.autograd.Function):
 PAIR_CHUNK = 1 << 18  # pairs per chunk of pair_sum: its temporaries (1 MiB each in float32) stay in the L2 cache
 
 
-def pair_sum(f: Callable[..., Tensor], s: Tensor, consts: tuple[Tensor, ...] = (), *,
-             overwrite: bool = False) -> Tensor:
+def pair_sum(f: Callable[..., Tensor], s: Tensor | tuple[Tensor, ...], consts: tuple[Tensor, ...] = (), *,
+             overwrite: bool | tuple[bool, ...] = False) -> Tensor:
     """``sum_k f(s, *consts)_k`` for logits ``s: (m,)`` and per-pair constants ``consts`` (each ``(m,)``, not
-    differentiated), differentiable in ``s``. ``f`` is elementwise. It runs :data:`PAIR_CHUNK` pairs at a time and
-    keeps only ``df/ds: (m,)`` for backward: the same value and gradient as ``f(s, *consts).sum()``, without the
-    half-dozen ``(m,)`` temporaries (each fresh memory, once past glibc's 32 MiB) that the loss's elementwise steps
-    and their backward would allocate: BENCHMARKS.md, "Growth with the graph". The chunks' sums add up in float64.
+    differentiated), differentiable in ``s``; ``s`` may be a tuple of such inputs, ``f(*s, *consts)``, differentiable in
+    each. ``f`` is elementwise. It runs :data:`PAIR_CHUNK` pairs at a time and keeps only ``df/ds: (m,)`` (one per
+    input) for backward: the same value and gradient as ``f(s, *consts).sum()``, without the half-dozen ``(m,)``
+    temporaries (each fresh memory, once past glibc's 32 MiB) that the loss's elementwise steps and their backward would
+    allocate: BENCHMARKS.md, "Growth with the graph". The chunks' sums add up in float64.
 
     ``overwrite=True``: ``df/ds`` is written over ``s`` itself, chunk by chunk, where a gradient is needed. Only for a
     caller whose ``s`` nothing else reads afterwards (no autograd node saved it, the caller reads it no more): the
     logits of :meth:`gaescale.sparse.PairIndex.logits`, which no node keeps. It saves a second ``(m,)`` buffer, which
     at 10M nodes is fresh memory of 200 MB a pair set every epoch (BENCHMARKS.md, "The pair gradient written over its
-    logits")."""
-    return ValueAndGrad.apply(s, partial(_chunked_sum, f=f, consts=consts, overwrite=overwrite))
+    logits"). With several inputs, a tuple: which of them may be overwritten."""
+    inputs = s if isinstance(s, tuple) else (s,)
+    overwrite = overwrite if isinstance(overwrite, tuple) else (overwrite,) * len(inputs)
+    return _ChunkedSum.apply(f, tuple(consts), overwrite, *inputs)
 
 
-def _chunked_sum(s: Tensor, need_grad: bool, *, f: Callable[..., Tensor], consts: tuple[Tensor, ...],
-                 overwrite: bool = False):
-    total = torch.zeros((), dtype=torch.float64, device=s.device)
-    grad = (s if overwrite else torch.empty_like(s)) if need_grad else None
-    for a in range(0, s.numel(), PAIR_CHUNK):
-        b = min(a + PAIR_CHUNK, s.numel())
-        chunk = s[a:b]
-        if need_grad:
+class _ChunkedSum(torch.autograd.Function):
+    """:func:`pair_sum`: ``forward(f, consts, overwrite, *s)``; backward scales the kept ``df/ds``."""
+
+    @staticmethod
+    def forward(ctx, f, consts, overwrite, *s):
+        need = [ctx.needs_input_grad[3 + k] for k in range(len(s))]
+        total, grads = _chunked_sum(s, need, f=f, consts=consts, overwrite=overwrite)
+        ctx.save_for_backward(*grads)
+        return total.to(s[0].dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g: Tensor):
+        return None, None, None, *(None if d is None else d * g for d in ctx.saved_tensors)
+
+
+def _chunked_sum(s: tuple[Tensor, ...], need: list[bool], *, f: Callable[..., Tensor], consts: tuple[Tensor, ...],
+                 overwrite: tuple[bool, ...]) -> tuple[Tensor, list[Tensor | None]]:
+    """``(sum f, [df/ds_k or None])`` of :func:`pair_sum`, :data:`PAIR_CHUNK` pairs at a time."""
+    total = torch.zeros((), dtype=torch.float64, device=s[0].device)
+    grads = [(x.detach() if mine else torch.empty_like(x)) if wanted else None
+             for x, wanted, mine in zip(s, need, overwrite)]
+    wanted = [k for k, w in enumerate(need) if w]
+    for a in range(0, s[0].numel(), PAIR_CHUNK):
+        b = min(a + PAIR_CHUNK, s[0].numel())
+        chunks = [x[a:b].detach() for x in s]
+        if wanted:
             with torch.enable_grad():
-                chunk = chunk.detach().requires_grad_()
-                value = f(chunk, *(c[a:b] for c in consts)).sum()
-                grad[a:b] = torch.autograd.grad(value, chunk)[0]  # over s[a:b] itself with overwrite: read already
+                for k in wanted:
+                    chunks[k] = chunks[k].requires_grad_()
+                value = f(*chunks, *(c[a:b] for c in consts)).sum()
+                parts = torch.autograd.grad(value, [chunks[k] for k in wanted])
+            for k, part in zip(wanted, parts):
+                grads[k][a:b] = part  # over s[k][a:b] itself with overwrite: read already
         else:
-            value = f(chunk, *(c[a:b] for c in consts)).sum()
+            value = f(*chunks, *(c[a:b] for c in consts)).sum()
         total += value.detach().double()
-    return total, grad
+    return total, grads
 
 
 def exact_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, block: int,
@@ -333,9 +358,17 @@ def _reconstruction_loss(z, edge_index, n, kind, dense, weighting, num_samples, 
         d = loss.l0(_pair_logits(decoder, z, drawn)).sum() * (float(n) * n / num_samples)
     if dense_offset is not None:  # sum over T of l0(s + g) - l0(s): the dense term of the whole logits
         at, g, weight = dense_offset
-        e = _logits(at.to(z.device), z, metric, scaled)
-        d = d + (weight.to(z.device, e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
+        e = _logits(at.to(z.device), z, metric, scaled)  # this function's own: its gradient may go over it
+        d = d + offset_term(loss, e, g.to(e.dtype), weight.to(z.device, e.dtype), overwrite=(True, False))
     return w0 * d + edge
+
+
+def offset_term(loss: PairLoss, e: Tensor, g: Tensor, weight: Tensor, *,
+                overwrite: tuple[bool, bool] = (False, False)) -> Tensor:
+    """``sum_k weight_k (l0(e_k + g_k) - l0(e_k))`` for ``e, g, weight: (P,)``: what the all-pairs term gains on pairs
+    whose logits ``e`` (the embeddings') get ``g`` added (their structural part), differentiable in ``e`` and ``g``,
+    summed by :func:`pair_sum` (``overwrite``: which of ``e``, ``g`` it may write its gradients over)."""
+    return pair_sum(lambda e, g, w: w * (loss.l0(e + g) - loss.l0(e)), (e, g), (weight,), overwrite=overwrite)
 
 
 def draw_uniform(uniform: UniformPairs | None, num_nodes: int, num_pairs: int,
@@ -392,7 +425,7 @@ def minibatch_loss(s_pos: Tensor, s_neg: Tensor, *, num_nodes: int, num_edge_pai
     dense = pair_sum(loss.l0, s_neg) * (pairs / max(s_neg.numel(), 1))
     if dense_offset is not None:
         e, g, weight = (full_precision(t) for t in dense_offset)
-        dense = dense + (weight.to(e.dtype) * (loss.l0(e + g.to(e.dtype)) - loss.l0(e))).sum()
+        dense = dense + offset_term(loss, e, g.to(e.dtype), weight.to(e.dtype))
     return edge / edge_fraction + w0 * dense
 
 

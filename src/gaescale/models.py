@@ -14,7 +14,7 @@ from torch import nn
 
 from .devices import index_on
 from .graph import Graph
-from .losses import full_precision, reconstruction_loss, resolve_kind
+from .losses import full_precision, pair_sum, reconstruction_loss, resolve_kind
 from .structure import StructuralPart
 
 
@@ -181,7 +181,7 @@ class GAE(nn.Module):
             neg = two_hop.negatives.to(z.device)
             s = neg.logits(full_precision(z), self.metric(z)) + self.structure(two_hop.negatives_phi.to(z.device))
             pair_loss = resolve_kind(kwargs.get("kind", "bce"), kwargs.get("weighting"))[0]
-            value = value + two_hop.weight * pair_loss.l0(s).mean()
+            value = value + two_hop.weight * pair_sum(pair_loss.l0, s, overwrite=True) / s.numel()  # s: its own sum
         return value
 
 
