@@ -268,15 +268,19 @@ def demo_edges(num_nodes) -> int | None:
 
 
 def _training(args: argparse.Namespace, parser: argparse.ArgumentParser, runtime):
-    """``(config, data)`` of ``train`` or ``demo`` (data: the generated graph of ``demo``, else None)."""
+    """``(config, data)`` of ``train`` or ``demo`` (data: a function that generates ``demo``'s graph when the run
+    reads it, so that only the run holds its edges; else None)."""
     if args.command == "demo":
         from .data.synthetic import community_graph
         config = _config(args, DEMO_DEFAULTS)
         config = config.with_options(out=_default_out(args, config, Path(DEMO_DEFAULTS["out"])))
         num_edges = args.num_edges if args.num_edges is not None else demo_edges(args.num_nodes)
-        if not config.quiet and runtime.is_main:
-            _log(f"generating the default graph: {args.num_nodes:,} nodes, {num_edges:,} edges ...")
-        return config, community_graph(args.num_nodes, num_edges, seed=args.graph_seed)
+
+        def generate():
+            if not config.quiet and runtime.is_main:
+                _log(f"generating the default graph: {args.num_nodes:,} nodes, {num_edges:,} edges ...")
+            return community_graph(args.num_nodes, num_edges, seed=args.graph_seed)
+        return config, generate
     config = _config(args, {})
     if config.edges is None:
         parser.error("the following arguments are required: EDGES")

@@ -43,6 +43,29 @@ def test_training_is_reproducible_and_learns(tmp_path):
     assert saved["config"]["hidden"] == [16] and "state_dict" in saved
 
 
+def test_data_from_a_function_is_called_once_and_not_held_through_training():
+    """train(data=function): the same run as train(data=edge_list), the function called once, and the edge list it
+    made let go before the first epoch (what `gaescale demo` does, so that its (2, E) edges are not held)."""
+    import gc
+    import weakref
+    made, alive = [], []
+
+    def make():
+        data = community_graph(1500, 6000, seed=2)
+        made.append(weakref.ref(data))
+        return data
+
+    def on_epoch(record):
+        gc.collect()
+        alive.append(made[0]() is not None)
+
+    kw = dict(hidden="16", dim=8, epochs=3, eval_every=3, quiet=True, seed=1)
+    a = gaescale.train(data=make, on_epoch=on_epoch, **kw)
+    b = gaescale.train(data=community_graph(1500, 6000, seed=2), **kw)
+    assert len(made) == 1 and alive == [False, False, False]
+    assert np.array_equal(a.embeddings, b.embeddings)
+
+
 def test_featureless_graph_trains_with_identity_features():
     data = community_graph(1500, 6000, seed=2)
     data.x = None

@@ -49,7 +49,10 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
 
     ``train(edges="edges.csv", out="run", hidden="16,16", dim=8)`` or ``train(TrainConfig(...))``;
     ``data`` replaces reading ``config.edges`` (an :class:`EdgeList`, e.g. from :func:`community_graph`, or a PyG
-    ``Data``: :func:`gaescale.pyg.from_pyg`). ``encoder`` may be a module (``forward(x, graph) -> z``, e.g.
+    ``Data``: :func:`gaescale.pyg.from_pyg`), or is a function of no arguments that returns one: called once, when
+    the run reads its graph, so that the run alone holds the edge list and lets it go once the graph is built (the
+    demo's ``(2, E)`` int64 edges, 70 MB at 770k nodes, are not held through training). ``encoder`` may be a
+    module (``forward(x, graph) -> z``, e.g.
     :class:`gaescale.pyg.PyGEncoder`): it is trained, in place, instead of the config's (see docs/pyg.md).
     ``runtime`` (:func:`gaescale.parallel.runtime.resolve`; ``group`` is its old name): under torchrun this
     process is one rank of a data-parallel group (see :mod:`gaescale.parallel.runtime`); only rank 0 logs,
@@ -64,7 +67,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
     custom = custom_encoder(options)  # train(encoder=module): the config's encoder is a name
     config = _config(config, options)
     rt = runtime or group or Local()
-    data = as_edge_list(data)  # a PyG Data: from_pyg
+    data = data if callable(data) else as_edge_list(data)  # a PyG Data: from_pyg; a function: called when read
     kind = kind_of(config)  # undirected or directed (gaescale.run.kinds): what differs between them, chosen once
     prepared = data is None and is_prepared(config.edges)
     kind.check(config, rt, prepared=prepared, custom=custom)  # before anything is read
@@ -86,7 +89,8 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
     # the run's own prepared copy of an edge list (torchrun) is a cache of the input in OUT itself, not staged
-    inputs = kind.read(config, data, log, out=None if out is None else Path(config.out), runtime=rt)
+    inputs = kind.read(config, as_edge_list(data()) if callable(data) else data, log,
+                       out=None if out is None else Path(config.out), runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
     config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
     if custom is not None:
