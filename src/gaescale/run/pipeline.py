@@ -42,7 +42,7 @@ from .writer import STAGING, RunWriter, output_bytes, staging_dir
 LAYERWISE_BLOCK = 1 << 16  # rows of the operator per block in layer-wise inference
 
 
-def train(config: TrainConfig | None = None, *, data: EdgeList | None = None,
+def train(config: TrainConfig | None = None, *, data: EdgeList | Callable[[], EdgeList] | None = None,
           log: Callable[[str], None] | None = None, runtime: Local | None = None, group=None,
           on_epoch: Callable[[dict], None] | None = None, test: bool = True, **options) -> RunResult | None:
     """Train a GCN graph autoencoder and, with ``config.out``, write its outputs.
