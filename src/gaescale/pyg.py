@@ -43,6 +43,12 @@ def is_pyg_data(data) -> bool:
     return data is not None and not isinstance(data, EdgeList) and hasattr(data, "edge_index")
 
 
+def is_edge_list_maker(data) -> bool:
+    """Whether ``data`` is a function that makes the edge list (``train(data=function)``): callable, and neither an
+    :class:`EdgeList` nor a PyG ``Data`` (which is callable too: it iterates over its attributes)."""
+    return callable(data) and not isinstance(data, EdgeList) and not is_pyg_data(data)
+
+
 def as_edge_list(data, owner: str = "train") -> EdgeList | None:
     """``data`` (``train(data=...)``, ``owner`` the function given it) as an :class:`EdgeList`: None, an
     :class:`EdgeList` checked (:func:`check_edge_list`), or :func:`from_pyg` of a PyG ``Data``; anything else is

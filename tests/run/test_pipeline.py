@@ -66,6 +66,23 @@ def test_data_from_a_function_is_called_once_and_not_held_through_training():
     assert np.array_equal(a.embeddings, b.embeddings)
 
 
+def test_a_callable_pyg_data_is_read_as_data_not_called():
+    """A PyG Data is callable (it iterates over its attributes): train(data=...) reads it as a Data, as before
+    functions were accepted, and does not call it."""
+    data = community_graph(1500, 6000, seed=2)
+
+    class DataLike:  # the duck type gaescale.pyg.from_pyg reads, callable as torch_geometric's Data is
+        edge_index, x, num_nodes = torch.from_numpy(data.edge_index), torch.from_numpy(data.x), data.num_nodes
+
+        def __call__(self, *keys):
+            raise AssertionError("called")
+
+    kw = dict(hidden="16", dim=8, epochs=2, eval_every=2, quiet=True, seed=1)
+    a = gaescale.train(data=DataLike(), **kw)
+    b = gaescale.train(data=data, **kw)
+    assert np.array_equal(a.embeddings, b.embeddings)
+
+
 def test_featureless_graph_trains_with_identity_features():
     data = community_graph(1500, 6000, seed=2)
     data.x = None

@@ -23,7 +23,7 @@ from ..outputs import MappedBuffers, check_out_dir, write_json
 from ..parallel.placement import Placement
 from ..parallel.runtime import Local
 from ..parallel.shards import embed_sharded
-from ..pyg import as_edge_list, custom_encoder, describe, resolve_custom
+from ..pyg import as_edge_list, custom_encoder, describe, is_edge_list_maker, resolve_custom
 from ..training.buckets import BucketEdges, DiskTable
 from ..training.checkpoint import Checkpointer
 from ..training.heldout import baseline_summary
@@ -67,7 +67,7 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | Callable[[], Ed
     custom = custom_encoder(options)  # train(encoder=module): the config's encoder is a name
     config = _config(config, options)
     rt = runtime or group or Local()
-    data = data if callable(data) else as_edge_list(data)  # a PyG Data: from_pyg; a function: called when read
+    data = data if is_edge_list_maker(data) else as_edge_list(data)  # a PyG Data: from_pyg; a function: when read
     kind = kind_of(config)  # undirected or directed (gaescale.run.kinds): what differs between them, chosen once
     prepared = data is None and is_prepared(config.edges)
     kind.check(config, rt, prepared=prepared, custom=custom)  # before anything is read
@@ -89,7 +89,7 @@ def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Lo
     tracker = open_tracker(config.tensorboard, rt.is_main)  # --tensorboard: checked here, before any work
     t_start = time.perf_counter()
     # the run's own prepared copy of an edge list (torchrun) is a cache of the input in OUT itself, not staged
-    inputs = kind.read(config, as_edge_list(data()) if callable(data) else data, log,
+    inputs = kind.read(config, as_edge_list(data()) if is_edge_list_maker(data) else data, log,
                        out=None if out is None else Path(config.out), runtime=rt)
     graph, num_features = inputs.graph, None if inputs.x is None else int(inputs.x.shape[1])
     config = _resolve(config, num_features, log) if custom is None else resolve_custom(config)
