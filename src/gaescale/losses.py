@@ -147,9 +147,9 @@ def _chunked_sum(s: tuple[Tensor, ...], need: list[bool], *, f: Callable[..., Te
                  overwrite: tuple[bool, ...]) -> tuple[Tensor, list[Tensor | None]]:
     """``(sum f, [df/ds_k or None])`` of :func:`pair_sum`, :data:`PAIR_CHUNK` pairs at a time."""
     total = torch.zeros((), dtype=torch.float64, device=s[0].device)
-    grads = [(x.detach() if mine else torch.empty_like(x)) if wanted else None
-             for x, wanted, mine in zip(s, need, overwrite)]
-    wanted = [k for k, w in enumerate(need) if w]
+    grads = [(x.detach() if mine else torch.empty_like(x)) if needed else None
+             for x, needed, mine in zip(s, need, overwrite)]
+    wanted = [k for k, needed in enumerate(need) if needed]  # the inputs whose gradient is computed
     for a in range(0, s[0].numel(), PAIR_CHUNK):
         b = min(a + PAIR_CHUNK, s[0].numel())
         chunks = [x[a:b].detach() for x in s]
