@@ -312,8 +312,7 @@ class _SignedPairDot(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_s):
         z, metric = ctx.saved_tensors
-        rows, columns = _pair_grads(ctx.pidx, grad_s, z, z)
-        return rows.add_(columns).mul_(metric), None, None, None
+        return _pair_grad_sum(ctx.pidx, grad_s, z).mul_(metric), None, None, None
 
 
 def _pair_values(u: torch.Tensor, v: torch.Tensor, pidx: PairIndex) -> torch.Tensor:
@@ -338,6 +337,18 @@ def _pair_grads(pidx: PairIndex, grad_s: torch.Tensor, u: torch.Tensor,
     # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
     column_term = columns_scipy if v.device.type == "cpu" else columns_scatter
     return csr_mm(pidx._csr(g), v), column_term(pidx, g, u)
+
+
+def _pair_grad_sum(pidx: PairIndex, grad_s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """``G z + G^T z: (N, d)`` (:func:`_pair_grads` of ``u = v = z``, added) in one buffer: on the CPU the row product
+    is added into the column product's own result by ``addmm`` (``beta=1``), without a third ``(N, d)`` buffer or a
+    separate pass to add the two (BENCHMARKS.md, "The row product added into the column product's buffer")."""
+    if pidx.num_pairs == 0 or z.device.type != "cpu":
+        rows, columns = _pair_grads(pidx, grad_s, z, z)
+        return rows.add_(columns)
+    g = grad_s.contiguous()
+    columns = columns_scipy(pidx, g, z)
+    return torch.addmm(columns, pidx._csr(g), z, beta=1.0, out=columns)
 
 
 def columns_scatter(pidx: PairIndex, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
