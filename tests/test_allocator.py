@@ -63,3 +63,38 @@ def test_gaescale_makes_threads_share_one_glibc_heap_unless_the_user_chose(prelu
     out = subprocess.run([sys.executable, "-c", ARENAS.format(prelude=prelude)], env=env, capture_output=True,
                          text=True, check=True).stdout.strip()
     assert out == expected
+
+
+# In a fresh process: glibc's count of mapped blocks (malloc_info) before and after a 6 MiB allocation that follows the
+# free of another one (which, left to glibc, raises its mmap threshold to 6 MiB, so the second comes from the heap)
+MAPPED = """
+import ctypes, os, re, tempfile
+{prelude}
+libc = ctypes.CDLL(None)
+libc.fopen.restype, libc.malloc.restype = ctypes.c_void_p, ctypes.c_void_p
+def mapped():
+    path = os.path.join(tempfile.mkdtemp(), "info.xml")
+    f = libc.fopen(path.encode(), b"w")
+    libc.malloc_info(0, ctypes.c_void_p(f))
+    libc.fclose(ctypes.c_void_p(f))
+    return int(re.search(r'<total type="mmap" count="(\\d+)"', open(path).read()).group(1))
+libc.free(ctypes.c_void_p(libc.malloc(6 << 20)))
+before = mapped()
+block = libc.malloc(6 << 20)
+print(mapped() - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.confstr("CS_GNU_LIBC_VERSION") is None, reason="glibc's mmap")
+@pytest.mark.parametrize(("prelude", "threshold", "expected"), [
+    ("pass", None, "0"),  # without gaescale the second 6 MiB block comes from the heap (the reference)
+    ("import gaescale", None, "1"),  # gaescale: a mapping of its own, returned whole when freed
+    ("import gaescale", str(32 << 20), "0"),  # the user's MALLOC_MMAP_THRESHOLD_ kept
+])
+def test_gaescale_maps_buffers_of_4_mib_and_more_unless_the_user_chose(prelude, threshold, expected):
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    if threshold is not None:
+        env["MALLOC_MMAP_THRESHOLD_"] = threshold
+    out = subprocess.run([sys.executable, "-c", MAPPED.format(prelude=prelude)], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == expected

@@ -1,9 +1,11 @@
 """gaescale: graph autoencoders on graphs with millions of nodes, without N x N tensors."""
+from ._allocator import large_buffers_mapped as _large_buffers_mapped
 from ._allocator import one_arena as _one_arena
 from ._allocator import prefer_huge_pages as _prefer_huge_pages
 
 _prefer_huge_pages()  # before torch is imported: it reads the setting once (gaescale._allocator)
 _one_arena()  # every thread's allocations from glibc's main heap (gaescale._allocator)
+_large_buffers_mapped()  # buffers of 4 MiB and more mapped on their own, returned whole when freed (the same)
 
 from ._moved import install as _install_moved  # noqa: E402
 from ._version import __version__  # noqa: E402, F401  (re-exported: gaescale.__version__)
