@@ -140,12 +140,7 @@ class _ChunkedSum(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, g: Tensor):
-        # the kept df/ds are this function's own buffers: scaled in place, once (no (m,) copy per input)
-        if getattr(ctx, "scaled", False):
-            raise RuntimeError("pair_sum's result was backpropagated twice (retain_graph=True): its backward scales "
-                               "its kept gradients in place, once; compute the loss again for a second backward")
-        ctx.scaled = True
-        return None, None, None, *(None if d is None else d.mul_(g) for d in ctx.saved_tensors)
+        return None, None, None, *(None if d is None else d * g for d in ctx.saved_tensors)
 
 
 def _chunked_sum(s: tuple[Tensor, ...], need: list[bool], *, f: Callable[..., Tensor], consts: tuple[Tensor, ...],
