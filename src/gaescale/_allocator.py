@@ -19,7 +19,7 @@ as ``MALLOC_ARENA_MAX=1`` would; threads that exist already keep their arenas. W
 and that threshold grows with the buffers freed, up to 32 MiB: after the first epoch every buffer of a few to 32 MiB
 (the 770k demo's ``(N, 8)`` and ``(N, 10)`` activations and gradients, its per-pair logits) came from the heap, whose
 free pieces between live ones stay resident. The demo's epoch peaked 80-200 MiB above what was live (1,110-1,220
-against 985-1,020 MiB; BENCHMARKS.md, "Large buffers from the kernel"). ``mallopt(M_MMAP_THRESHOLD, 4 MiB)`` makes
+against 1,010-1,030 MiB; BENCHMARKS.md, "Large buffers from the kernel"). ``mallopt(M_MMAP_THRESHOLD, 4 MiB)`` makes
 every buffer of 4 MiB or more a mapping of its own, returned whole when freed, as ``MALLOC_MMAP_THRESHOLD_=4194304``
 would: the process holds what it uses. Each such buffer is new pages (huge pages for torch's, above), which cost the
 demo's epoch 0-6 %. Where the user set ``MALLOC_MMAP_THRESHOLD_``, it is kept.
