@@ -57,12 +57,16 @@ print(open(path).read().count("<heap nr="))
     ("import gaescale", "4", "2"),  # the user's MALLOC_ARENA_MAX kept
 ])
 def test_gaescale_makes_threads_share_one_glibc_heap_unless_the_user_chose(prelude, arena_max, expected):
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    if arena_max is not None:
-        env["MALLOC_ARENA_MAX"] = arena_max
-    out = subprocess.run([sys.executable, "-c", ARENAS.format(prelude=prelude)], env=env, capture_output=True,
-                         text=True, check=True).stdout.strip()
-    assert out == expected
+    assert _output_with("MALLOC_ARENA_MAX", arena_max, ARENAS.format(prelude=prelude)) == expected
+
+
+def _output_with(variable: str, value: str | None, code: str) -> str:
+    """The stdout of ``code`` in a fresh interpreter with ``variable`` set to ``value`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != variable}
+    if value is not None:
+        env[variable] = value
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 # In a fresh process: glibc's count of mapped blocks (malloc_info) before and after a 6 MiB allocation that follows the
@@ -92,9 +96,4 @@ print(mapped() - before)
     ("import gaescale", str(32 << 20), "0"),  # the user's MALLOC_MMAP_THRESHOLD_ kept
 ])
 def test_gaescale_maps_buffers_of_4_mib_and_more_unless_the_user_chose(prelude, threshold, expected):
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    if threshold is not None:
-        env["MALLOC_MMAP_THRESHOLD_"] = threshold
-    out = subprocess.run([sys.executable, "-c", MAPPED.format(prelude=prelude)], env=env, capture_output=True,
-                         text=True, check=True).stdout.strip()
-    assert out == expected
+    assert _output_with("MALLOC_MMAP_THRESHOLD_", threshold, MAPPED.format(prelude=prelude)) == expected
