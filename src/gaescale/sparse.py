@@ -342,7 +342,7 @@ def _pair_grads(pidx: PairIndex, grad_s: torch.Tensor, u: torch.Tensor,
 def _pair_grad_sum(pidx: PairIndex, grad_s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """``G z + G^T z: (N, d)`` (:func:`_pair_grads` of ``u = v = z``, added) in one buffer: on the CPU the row product
     is added into the column product's own result by ``addmm`` (``beta=1``), without a third ``(N, d)`` buffer or a
-    separate pass to add the two (BENCHMARKS.md, "The row product added into the column product's buffer")."""
+    separate pass to add the two (BENCHMARKS.md, "Large buffers from the kernel")."""
     if pidx.num_pairs == 0 or z.device.type != "cpu":
         rows, columns = _pair_grads(pidx, grad_s, z, z)
         return rows.add_(columns)
