@@ -81,8 +81,8 @@ def train(config: TrainConfig | None = None, *, data: EdgeList | Callable[[], Ed
                 writer.close()
 
 
-def _train(config: TrainConfig, kind, custom, data: EdgeList | None, log, rt: Local, on_epoch, test: bool, device,
-           writer: RunWriter | None) -> RunResult | None:
+def _train(config: TrainConfig, kind, custom, data: EdgeList | Callable[[], EdgeList] | None, log, rt: Local,
+           on_epoch, test: bool, device, writer: RunWriter | None) -> RunResult | None:
     """:func:`train` of a graph of ``kind`` (:mod:`gaescale.run.kinds`), once the process is settled and the output
     directory taken."""
     out = staging_dir(config.out, writer)
