@@ -43,6 +43,30 @@ def test_pair_features_match_the_dense_products():
     np.testing.assert_allclose(chunked, expect, rtol=1e-6)
 
 
+def test_pair_features_are_column_major_and_the_part_reads_them_as_row_major_values():
+    """Every phi the loss reads is stored feature by feature (stride 1 down a column); ``w . phi`` and its gradient
+    in ``w`` are those of the same values laid out by rows."""
+    edges, g = _graph()
+    u, v = np.random.default_rng(2).integers(0, g.num_nodes, (2, 200))
+    f = PairFeatures(g)
+    pool = TwoHop(g, pool_size=50, seed=0)
+    drawn = SampledTwoHop(g).draw(60, torch.Generator().manual_seed(0))[1]
+    kept = [f.pairs(u, v), f.pairs(u, v, remember=False, chunk=7), pool.pool_phi, drawn]
+    for phi in kept:
+        assert phi.shape[1] == 3 and phi.stride() == (1, phi.shape[0])
+    part = StructuralPart(init=0.5)
+    part.theta.data = torch.tensor([0.3, -1.0, 2.0])
+    for phi in kept:
+        rows = phi.contiguous()
+        assert rows.stride() == (3, 1)
+        got, expect = part(phi), part(rows)
+        torch.testing.assert_close(got, expect)
+        g_out = torch.rand(phi.shape[0])
+        grad_got = torch.autograd.grad(got, part.theta, g_out)[0]
+        grad_expect = torch.autograd.grad(expect, part.theta, g_out)[0]
+        torch.testing.assert_close(grad_got, grad_expect)
+
+
 def test_candidates_are_the_two_hop_nodes_and_batches_cover_the_queries():
     edges, g = _graph()
     a = dense_adjacency(edges, g.num_nodes).numpy()

@@ -33,6 +33,9 @@ from .sparse import PairIndex
 FEATURES = ("common_neighbours", "adamic_adar", "resource_allocation")
 CANDIDATE_BUDGET = 1 << 22  # two-hop paths a batch of queries may expand at once (about 100 MiB of products)
 MEMO_BYTES = 1 << 28  # pair features remembered for pair sets asked again (256 MiB at most)
+# pair features (P, 3) are stored column-major, each feature's P values contiguous: the loss's w . phi and its gradient
+# phi^T g then read them in long runs (at 3.9M pairs, 2x and 15x faster than row-major; BENCHMARKS.md)
+PHI_ORDER = "F"
 
 
 class PairFeatures:
@@ -86,13 +89,14 @@ class PairFeatures:
         return out
 
     def pairs(self, u: np.ndarray, v: np.ndarray, *, remember: bool = True, chunk: int = 1 << 20) -> torch.Tensor:
-        """``phi: (P, 3)`` float32, ``log(1 + [CN, AA, RA])`` of the pairs; 0 for a pair ``(i, i)``. Without
-        ``remember``, ``chunk`` pairs at a time: 12 bytes a pair beside the result, not the 48 of float64 features."""
+        """``phi: (P, 3)`` float32, ``log(1 + [CN, AA, RA])`` of the pairs, column-major (:data:`PHI_ORDER`); 0 for a
+        pair ``(i, i)``. Without ``remember``, ``chunk`` pairs at a time: 12 bytes a pair beside the result, not the 48
+        of float64 features."""
         u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
-        if remember:
-            phi = np.log1p(self.raw(u, v)).astype(np.float32)  # a new array: a remembered one stays as it was
+        if remember:  # a new array: a remembered one stays as it was
+            phi = np.log1p(self.raw(u, v)).astype(np.float32, order=PHI_ORDER)
         else:
-            phi = np.empty((u.size, len(FEATURES)), np.float32)
+            phi = np.empty((u.size, len(FEATURES)), np.float32, order=PHI_ORDER)
             for s in range(0, u.size, chunk):
                 phi[s:s + chunk] = np.log1p(self._raw(u[s:s + chunk], v[s:s + chunk]))
         phi[u == v] = 0.0
@@ -290,7 +294,7 @@ class TwoHop:
         n = graph.num_nodes
         # from the two rows, not a stacked (2, P) copy whose first row would stay behind the columns (8 bytes a pair)
         self.pool = PairIndex.from_rows(torch.from_numpy(u), torch.from_numpy(v), n)
-        self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
+        self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32, order=PHI_ORDER))
         self.pool_weight = torch.from_numpy(importance.astype(np.float32))  # the loss's dtype: what it reads
         self.negatives: PairIndex | None = None  # the hard-negative term's pairs, only where it has a weight
         self.negatives_phi: torch.Tensor | None = None
@@ -335,7 +339,7 @@ class SampledTwoHop:
         else:
             u, v, inverse = draw_block_wedges(self.graph, count, generator, ranges)
         raw = self.features.raw(u, v, remember=False)
-        phi = torch.from_numpy(np.log1p(raw).astype(np.float32))
+        phi = torch.from_numpy(np.log1p(raw).astype(np.float32, order=PHI_ORDER))
         return np.stack([u, v]), phi, torch.from_numpy(inverse / np.maximum(raw[:, 0], 1.0))
 
 
