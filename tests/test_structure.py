@@ -280,7 +280,8 @@ def test_scale_multiplies_the_weights_and_calibrate_keeps_the_best_validation_fa
 @pytest.mark.parametrize("options, word", [(dict(structure="on", strategy="cluster"), "strategy='cluster'"),
                                            (dict(structure="on", decoder="hadamard"), "decoder='hadamard'"),
                                            (dict(structure="on", directed=True), "directed=True"),
-                                           (dict(structure="off", hard_negatives=1.0), "structure='off'")])
+                                           (dict(structure="off", hard_negatives=1.0), "structure='off'"),
+                                           (dict(structure="off", pool_ratio=0.5), "'pool_ratio'.*structure='off'")])
 def test_the_structural_part_where_it_cannot_train_is_refused_by_name(options, word):
     from gaescale.config import TrainConfig
     from gaescale.errors import ParameterError
@@ -434,3 +435,26 @@ def test_auto_trains_the_structural_part_where_its_loss_can_be_estimated(strateg
     if strategy != "full":  # the hard negatives' pool is drawn once over the whole graph: full batch only
         with pytest.raises(ParameterError, match="'hard_negatives' parameter of train must be 0 where"):
             resolve_structure(TrainConfig(hard_negatives=1.0), strategy, Local())
+        with pytest.raises(ParameterError, match="'pool_ratio' parameter of train must be None .unset. where"):
+            resolve_structure(TrainConfig(pool_ratio=0.5), strategy, Local())
+    else:
+        assert resolve_structure(TrainConfig(pool_ratio=0.5), strategy, Local()).pool_ratio == 0.5
+
+
+@pytest.mark.parametrize("ratio", [None, 0.5])
+def test_full_batch_draws_a_pool_of_pool_ratio_pairs_a_training_edge(monkeypatch, ratio):
+    import gaescale
+    from gaescale.config import POOL_RATIO
+    from gaescale.run import ranking
+    sizes = []
+
+    def recorded(graph, *, pool_size, **kwargs):
+        sizes.append((pool_size, graph.num_edges))
+        return TwoHop(graph, pool_size=pool_size, **kwargs)
+
+    monkeypatch.setattr(ranking, "TwoHop", recorded)
+    g = gaescale.community_graph(300, 1500, seed=0)
+    metrics = gaescale.train(data=g, strategy="full", pool_ratio=ratio, epochs=2, hidden="4", dim=2, quiet=True,
+                             report=False, checkpoint_every=0).metrics
+    [(size, train_edges)] = sizes
+    assert train_edges == metrics["train_edges"] and size == round((ratio or POOL_RATIO) * train_edges)

@@ -19,6 +19,7 @@ from .sparse import PRECISIONS
 
 LINEAR_MIN_FEATURES = 64  # encoder auto: the linear encoder from this many features per node on
 TABLE_PART_NODES = 1 << 21  # --strategy partitioned: nodes per partition of the learnt table by default
+POOL_RATIO = 0.25  # the structural part's two-hop pool per training edge by default (BENCHMARKS.md, issue 31 item 5)
 
 
 def _model_defaults(encoder: str) -> dict[str, Any]:
@@ -92,6 +93,10 @@ class TrainConfig:
                                       "the two-hop non-edges among a pool of two-hop pairs as large as the training "
                                       "edges (measured to lose: BENCHMARKS.md; 0: none)", "float>=0", section="model",
                                  metavar="W")
+    pool_ratio: float | None = _opt(None, "with the structural part trained full batch, the two-hop pairs of the pool "
+                                          "that corrects its all-pairs term, per training edge (drawn once; fewer: a "
+                                          f"faster epoch, a noisier correction; default: {POOL_RATIO})", "float>0",
+                                    section="model", optional=True, metavar="R")
     hidden: tuple | None = _opt(None, "hidden layer widths, comma separated, e.g. 16,16; '' for none (default: none "
                                       "for linear, 32 for gcn and sage)", "ints", section="model")
     dim: int | None = _opt(None, "embedding dimension d, the last layer's width (default: 64 for linear, 16 for gcn "
@@ -229,6 +234,9 @@ class TrainConfig:
         if self.hard_negatives and self.structure == "off":
             raise ParameterError("hard_negatives", "train", "0 with structure='off' (the two-hop negatives train the "
                                                             "structural part)", self.hard_negatives)
+        if self.pool_ratio is not None and self.structure == "off":
+            raise ParameterError("pool_ratio", "train", "None (unset) with structure='off' (the two-hop pool trains "
+                                                        "the structural part)", self.pool_ratio)
         if self.strategy == "neighbor" and self.dense != "sampled":
             raise ParameterError("dense", "train", "'sampled' with strategy='neighbor' (a link mini-batch sees "
                                                    "only its own nodes' embeddings)", self.dense)
@@ -291,6 +299,12 @@ class TrainConfig:
                     batch_size=self.batch_size or 65_536,
                     table_parts=self.table_parts or max(2, -(-num_nodes // TABLE_PART_NODES)),
                     table_lr=self.table_lr or 0.1)
+
+    def pool_size(self, num_train_edges: int | float) -> int:
+        """Pairs of the structural part's two-hop pool in full batch (:class:`gaescale.structure.TwoHop`) for
+        ``num_train_edges`` training edges: ``pool_ratio`` (default :data:`POOL_RATIO`) a training edge, at least 1;
+        read by training and by the planner alike."""
+        return max(1, round((POOL_RATIO if self.pool_ratio is None else self.pool_ratio) * num_train_edges))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -262,18 +262,20 @@ def test_neighbour_sampling_counts_the_structural_parts_two_hop_pairs():
 
 
 @pytest.mark.parametrize("hard", [0.0, 0.7])
-def test_counted_bytes_match_the_structural_parts_pool_in_full_batch(hard):
-    """What full batch keeps for the structural part: the two-hop pool (as many pairs as training edges where the
+@pytest.mark.parametrize("ratio", [1.0, 0.25])
+def test_counted_bytes_match_the_structural_parts_pool_in_full_batch(hard, ratio):
+    """What full batch keeps for the structural part: the two-hop pool (``ratio`` pairs a training edge where the
     graph has more two-hop paths), its non-edges where hard negatives weigh, and phi of the training edges; each
     tensor counted by the whole storage it keeps alive (a view of a larger array keeps all of it)."""
     import torch
 
-    from gaescale.run.plan import HARD_NEGATIVES_PER_EDGE, TWO_HOP_PER_EDGE
+    from gaescale.run.plan import _two_hop
     from gaescale.sparse import PairIndex
     from gaescale.structure import TwoHop
     n, e = 2000, 12000
     g = Graph.from_edge_index(random_edges(n, e, seed=1), n)
-    two_hop = TwoHop(g, pool_size=g.num_edges, weight=hard, seed=0)
+    pool_size = round(ratio * g.num_edges)
+    two_hop = TwoHop(g, pool_size=pool_size, weight=hard, seed=0)
     phi = two_hop.phi_of(PairIndex.from_pairs(torch.from_numpy(g.edge_index()), n))
     pool, neg = two_hop.pool, two_hop.negatives
     kept = [pool.indptr, pool.cols, two_hop.pool_phi, two_hop.pool_weight, phi]
@@ -282,8 +284,9 @@ def test_counted_bytes_match_the_structural_parts_pool_in_full_batch(hard):
     else:
         assert neg is None and two_hop.negatives_phi is None
     held = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in kept}.values())
-    counted = (TWO_HOP_PER_EDGE + (hard > 0) * HARD_NEGATIVES_PER_EDGE) * g.num_edges + 4 * (1 + (hard > 0)) * (n + 1)
-    assert pool.num_pairs == g.num_edges and 0.95 * counted <= held <= counted
+    config = gaescale.TrainConfig(pool_ratio=ratio, hard_negatives=hard)
+    counted = _two_hop(config, n + 1, g.num_edges)
+    assert pool.num_pairs == pool_size and 0.95 * counted <= held <= counted
 
 
 

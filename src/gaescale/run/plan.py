@@ -85,16 +85,17 @@ RANKING_PER_NODE = 44.0
 # The AUC/AP of a held-out set (validation's, then test's): its edges' and non-edges' float64 scores (16 bytes an
 # edge) while gaescale.training.evaluate.auc_ap sorts them (24 bytes a score, 48 an edge).
 HELDOUT_PER_EDGE = 64.0
-# The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to as many pairs as training edges
+# The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to pool_ratio pairs a training edge
 # (its PairIndex's int32 columns, float32 phi and weight: 20 bytes a pair and an (N + 1,) int32 indptr) and
 # phi of the training edges (12 bytes each); with hard negatives, the pool's non-edges too (columns and phi: up to 16
-# bytes a pair, another indptr). Above 2^31 - 1 pairs or nodes the indices are int64 (gaescale.sparse.index_dtype): 4
-# bytes more a pair, within the margin of PER_PAIR's measured step.
+# bytes a pool pair, another indptr). Above 2^31 - 1 pairs or nodes the indices are int64
+# (gaescale.sparse.index_dtype): 4 bytes more a pair, within the margin of PER_PAIR's measured step.
 # Every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of queries expands at most
 # CANDIDATE_BUDGET two-hop paths (their candidates' rows, nodes and three features, with one of the three sparse
 # products they come from: 23-65 bytes a path at the peak, tracemalloc on email-Enron, hk-50k and musae-facebook).
-TWO_HOP_PER_EDGE = 32.0
-HARD_NEGATIVES_PER_EDGE = 16.0
+POOL_PER_PAIR = 20.0
+EDGE_PHI_PER_EDGE = 12.0
+HARD_NEGATIVES_PER_PAIR = 16.0
 STRUCTURE_EVAL = MEMO_BYTES + 72 * CANDIDATE_BUDGET
 # A partitioned bucket's step with the structural part: its edges' global ends (16 bytes an edge) and phi (12; float32,
 # computed in chunks), the structural logits and their sum with the embeddings' (8), its drawn two-hop pairs (fewer
@@ -251,9 +252,11 @@ def _resident(n: float, e: float, et: float, f: float, prepared: bool) -> float:
 
 def _two_hop(config: TrainConfig, n: float, et: float) -> float:
     """Bytes full batch keeps for the structural part: the two-hop pool and the training edges' phi, and with hard
-    negatives the pool's non-edges (:data:`TWO_HOP_PER_EDGE`, :data:`HARD_NEGATIVES_PER_EDGE`)."""
+    negatives the pool's non-edges (:data:`POOL_PER_PAIR`, :data:`EDGE_PHI_PER_EDGE`,
+    :data:`HARD_NEGATIVES_PER_PAIR`; :meth:`gaescale.config.TrainConfig.pool_size` pool pairs)."""
     hard = bool(config.hard_negatives)
-    return (TWO_HOP_PER_EDGE + hard * HARD_NEGATIVES_PER_EDGE) * et + 4 * (1 + hard) * n
+    pool = config.pool_size(et)
+    return (POOL_PER_PAIR + hard * HARD_NEGATIVES_PER_PAIR) * pool + EDGE_PHI_PER_EDGE * et + 4 * (1 + hard) * n
 
 
 def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: float,

@@ -36,6 +36,10 @@ def resolve_structure(config: TrainConfig, strategy: str, rt: Local) -> TrainCon
     if config.hard_negatives and (structure == "off" or strategy != "full"):
         raise ParameterError("hard_negatives", "train", "0 where the structural part is off or the strategy is not "
                              "'full' (the hard negatives are a fixed pool of the whole graph)", config.hard_negatives)
+    if config.pool_ratio is not None and (structure == "off" or strategy != "full"):
+        raise ParameterError("pool_ratio", "train", "None (unset) where the structural part is off or the strategy is "
+                             "not 'full' (the pool is full batch's; the other strategies draw two-hop pairs every "
+                             "step)", config.pool_ratio)
     return config.with_options(structure=structure, select=select)
 
 
@@ -53,7 +57,8 @@ def ranking_parts(config: TrainConfig, model: GAE, train_graph: Graph, split, ha
     ranking that selects the kept weights with ``select='mrr'`` (else None)."""
     two_hop = None
     if model.structure is not None and strategy == "full":
-        two_hop = TwoHop(train_graph, pool_size=split.num_train, weight=config.hard_negatives, seed=config.seed)
+        two_hop = TwoHop(train_graph, pool_size=config.pool_size(split.num_train), weight=config.hard_negatives,
+                         seed=config.seed)
     elif model.structure is not None:
         two_hop = SampledTwoHop(train_graph)
     val_rank = (validation_ranking(train_graph, split, seed=config.seed)
