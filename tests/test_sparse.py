@@ -105,6 +105,34 @@ def test_the_column_term_cut_into_row_ranges_adds_up_to_the_dense_product():
         assert torch.allclose(columns_scipy(pidx, g, z, parts), dense.T @ z)
 
 
+def test_a_kept_transpose_gives_the_dense_column_product_and_the_same_gradients():
+    """``G^T z`` over the kept transpose (repeated pairs, self pairs, an empty row and an empty column) against the
+    dense product; the logits' gradients through it pass gradcheck, plain, signed and crossed."""
+    n, m = 30, 400
+    pairs = torch.randint(0, n, (2, m), generator=torch.Generator().manual_seed(4))
+    pairs[0][pairs[0] == 3] = 4  # row 3 empty
+    pairs[1][pairs[1] == 9] = 10  # column 9 empty
+    pairs[:, :5] = torch.tensor([[1, 2, 5, 5, 5], [1, 2, 6, 6, 6]])  # self pairs, a repeated pair
+    pidx = PairIndex.from_pairs(pairs, n)
+    kept = PairIndex.from_pairs(pairs, n).keep_transpose()
+    assert kept.keep_transpose() is kept
+    g, z = torch.randn(m, dtype=torch.float64), torch.randn(n, 4, dtype=torch.float64)
+    dense = torch.zeros(n, n, dtype=torch.float64).index_put_((pidx.rows(), pidx.cols), g, accumulate=True)
+    torch.testing.assert_close(kept.columns(g, z), dense.T @ z)
+    w = torch.randn(m, dtype=torch.float64)
+    metric = torch.tensor([1.0, 1, 1, -1], dtype=torch.float64)
+    z.requires_grad_(True)
+    u = torch.randn(n, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda z: (kept.logits(z) * w).sum(), (z,))
+    assert torch.autograd.gradcheck(lambda z: (kept.logits(z, metric) * w).sum(), (z,))
+    assert torch.autograd.gradcheck(lambda u, z: (kept.cross_logits(u, z) * w).sum(), (u, z))
+    for f in (lambda p: p.logits(z, metric), lambda p: p.cross_logits(u, z)):
+        want = torch.autograd.grad((f(pidx) * w).sum(), (u, z), allow_unused=True)
+        got = torch.autograd.grad((f(kept) * w).sum(), (u, z), allow_unused=True)
+        for a, b in zip(got, want):
+            assert (a is None and b is None) or torch.allclose(a, b)
+
+
 def test_operators_move_once_and_stay_put_on_their_device():
     g = Graph.from_edge_index(random_edges(20, 35), 20)
     op = g.gcn_operator

@@ -147,6 +147,7 @@ class PairIndex:
         self.cols = cols.to(dtype)
         self.num_nodes = int(num_nodes)
         self.weights = None if weights is None else weights.to(torch.float32)
+        self._transpose: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # keep_transpose()
 
     @property
     def num_pairs(self) -> int:
@@ -188,6 +189,39 @@ class PairIndex:
             return self
         return PairIndex(self.indptr.to(device), self.cols.to(device), self.num_nodes,
                          None if self.weights is None else self.weights.to(device))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the storages this index's arrays keep alive (its kept transpose's too)."""
+        arrays = (self.indptr, self.cols, self.weights, *(self._transpose or ()))
+        return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                    for t in arrays if t is not None}.values())
+
+    def keep_transpose(self) -> PairIndex:
+        """Keep the pairs sorted by their second node too, for a pair set that many backward passes reuse (full
+        batch's training edges and two-hop pool): the column product ``G^T z`` of their gradient is then torch's row
+        product over the transposed pattern (:meth:`columns`), measured 2x faster than SciPy's column product at 3.9M
+        pairs on 770k nodes. 8 bytes a pair and an ``(N + 1,)`` index more; a CPU index only. Returns this index."""
+        if self._transpose is None and self.cols.device.type == "cpu":
+            order = torch.argsort(self.cols, stable=True)
+            rows = self.rows()[order].to(self.cols.dtype)
+            counts = torch.bincount(self.cols, minlength=self.num_nodes)
+            indptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(self.indptr.dtype)
+            self._transpose = (indptr, rows, order.to(self.cols.dtype))
+        return self
+
+    def columns(self, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """``G^T z: (N, d)`` for ``G`` holding ``g: (m,)`` on the pairs and ``z: (N, d)``: over the kept transpose
+        (:meth:`keep_transpose`) where there is one, else :func:`columns_scipy` on the CPU and
+        :func:`columns_scatter` elsewhere."""
+        if self._transpose is not None and z.device.type == "cpu":
+            indptr, rows, order = self._transpose
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                t = torch.sparse_csr_tensor(indptr, rows, g[order], (self.num_nodes, self.num_nodes),
+                                            check_invariants=False)
+            return csr_mm(t, z)
+        return (columns_scipy if z.device.type == "cpu" else columns_scatter)(self, g, z)
 
     def num_self_pairs(self) -> int:
         """How many pairs are ``(i, i)`` (computed once)."""
@@ -335,8 +369,7 @@ def _pair_grads(pidx: PairIndex, grad_s: torch.Tensor, u: torch.Tensor,
         return torch.zeros_like(u), torch.zeros_like(v)
     g = grad_s.contiguous()
     # dL/du_i += g_k v_j (rows: G v);  dL/dv_j += g_k u_i (columns: G^T u)
-    column_term = columns_scipy if v.device.type == "cpu" else columns_scatter
-    return csr_mm(pidx._csr(g), v), column_term(pidx, g, u)
+    return csr_mm(pidx._csr(g), v), pidx.columns(g, u)
 
 
 def _pair_grad_sum(pidx: PairIndex, grad_s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -347,7 +380,7 @@ def _pair_grad_sum(pidx: PairIndex, grad_s: torch.Tensor, z: torch.Tensor) -> to
         rows, columns = _pair_grads(pidx, grad_s, z, z)
         return rows.add_(columns)
     g = grad_s.contiguous()
-    columns = columns_scipy(pidx, g, z)
+    columns = pidx.columns(g, z)
     return torch.addmm(columns, pidx._csr(g), z, beta=1.0, out=columns)
 
 

@@ -293,7 +293,7 @@ class TwoHop:
         u, v, importance, raw = u[order], v[order], importance[order], raw[order]
         n = graph.num_nodes
         # from the two rows, not a stacked (2, P) copy whose first row would stay behind the columns (8 bytes a pair)
-        self.pool = PairIndex.from_rows(torch.from_numpy(u), torch.from_numpy(v), n)
+        self.pool = PairIndex.from_rows(torch.from_numpy(u), torch.from_numpy(v), n).keep_transpose()
         self.pool_phi = torch.from_numpy(np.log1p(raw).astype(np.float32, order=PHI_ORDER))
         self.pool_weight = torch.from_numpy(importance.astype(np.float32))  # the loss's dtype: what it reads
         self.negatives: PairIndex | None = None  # the hard-negative term's pairs, only where it has a weight

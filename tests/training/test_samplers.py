@@ -330,3 +330,36 @@ def test_minibatch_loss_weights_its_edges_as_the_full_loss_does(kind):
     full = (reconstruction_loss(z, ei, n, kind=kind, dense="exact", edge_weight=w)
             - reconstruction_loss(z, ei, n, kind=kind, dense="exact"))
     assert torch.allclose(got, full, rtol=1e-6, atol=1e-10)
+
+
+def test_full_batch_reads_its_fixed_pairs_columns_from_their_kept_transpose(monkeypatch):
+    """The training edges (every epoch's) and the two-hop pool go through their kept transpose, the uniform pairs
+    (drawn anew) through SciPy's column product; the step's gradient is the one without kept transposes."""
+    from gaescale import sparse
+    from gaescale.sparse import PairIndex
+    from gaescale.structure import TwoHop
+    from gaescale.training.strategies import FullBatch
+    data = community_graph(600, 3000, seed=2)
+    g, x, n = Graph.from_edge_index(data.edge_index, data.num_nodes), torch.from_numpy(data.x), data.num_nodes
+    scipy_columns, seen = sparse.columns_scipy, []
+    monkeypatch.setattr(sparse, "columns_scipy", lambda pidx, *a, **k: seen.append(pidx) or scipy_columns(pidx, *a,
+                                                                                                           **k))
+
+    def gradient(pairs):
+        torch.manual_seed(0)
+        model = gaescale.GAE(gaescale.GCN(8, [8, 4]))
+        loss = next(FullBatch().steps(model, x, g, pairs, torch.Generator().manual_seed(5), {}))
+        return torch.autograd.grad(loss, list(model.parameters()))
+
+    pairs = PairIndex.from_pairs(torch.from_numpy(g.edge_index()), n)
+    kept = gradient(pairs)
+    assert seen and all(p is not pairs and p.num_pairs == pairs.num_pairs for p in seen)  # the uniform pairs' only
+    keep = PairIndex.keep_transpose
+    monkeypatch.setattr(PairIndex, "keep_transpose", lambda self: self)
+    for a, b in zip(kept, gradient(PairIndex.from_pairs(torch.from_numpy(g.edge_index()), n))):
+        torch.testing.assert_close(a, b)
+    monkeypatch.setattr(PairIndex, "keep_transpose", keep)
+    pool, seen[:] = TwoHop(g, pool_size=500, seed=0).pool, []
+    z = torch.randn(n, 4, requires_grad=True)
+    pool.logits(z).sum().backward()
+    assert pool.num_pairs == 500 and not seen and z.grad.abs().sum() > 0

@@ -85,15 +85,19 @@ RANKING_PER_NODE = 44.0
 # The AUC/AP of a held-out set (validation's, then test's): its edges' and non-edges' float64 scores (16 bytes an
 # edge) while gaescale.training.evaluate.auc_ap sorts them (24 bytes a score, 48 an edge).
 HELDOUT_PER_EDGE = 64.0
+# Full batch keeps the transpose of its training edges (gaescale.sparse.PairIndex.keep_transpose): their int32 rows
+# in column order and that order, 8 bytes an edge, and an (N + 1,) int32 indptr.
+TRANSPOSE_PER_PAIR = 8.0
 # The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to pool_ratio pairs a training edge
-# (its PairIndex's int32 columns, float32 phi and weight: 20 bytes a pair and an (N + 1,) int32 indptr) and
+# (its PairIndex's int32 columns, float32 phi and weight, and its kept transpose: 28 bytes a pair and two (N + 1,)
+# int32 indptrs) and
 # phi of the training edges (12 bytes each); with hard negatives, the pool's non-edges too (columns and phi: up to 16
 # bytes a pool pair, another indptr). Above 2^31 - 1 pairs or nodes the indices are int64
 # (gaescale.sparse.index_dtype): 4 bytes more a pair, within the margin of PER_PAIR's measured step.
 # Every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of queries expands at most
 # CANDIDATE_BUDGET two-hop paths (their candidates' rows, nodes and three features, with one of the three sparse
 # products they come from: 23-65 bytes a path at the peak, tracemalloc on email-Enron, hk-50k and musae-facebook).
-POOL_PER_PAIR = 20.0
+POOL_PER_PAIR = 20.0 + TRANSPOSE_PER_PAIR
 EDGE_PHI_PER_EDGE = 12.0
 HARD_NEGATIVES_PER_PAIR = 16.0
 STRUCTURE_EVAL = MEMO_BYTES + 72 * CANDIDATE_BUDGET
@@ -207,8 +211,9 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     plans = []
     full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
     two_hop = _two_hop(config, n, et) if structure else 0.0
+    transpose = TRANSPOSE_PER_PAIR * et + 4 * n
     plans.append(StrategyPlan("full", int(resident),
-                              int(max(first, kept + two_hop + max(full_step, evaluation + structure))),
+                              int(max(first, kept + transpose + two_hop + max(full_step, evaluation + structure))),
                               (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
     opts = config.strategy_options(num_nodes)
     size = opts["fastgae_nodes"]
@@ -256,7 +261,7 @@ def _two_hop(config: TrainConfig, n: float, et: float) -> float:
     :data:`HARD_NEGATIVES_PER_PAIR`; :meth:`gaescale.config.TrainConfig.pool_size` pool pairs)."""
     hard = bool(config.hard_negatives)
     pool = config.pool_size(et)
-    return (POOL_PER_PAIR + hard * HARD_NEGATIVES_PER_PAIR) * pool + EDGE_PHI_PER_EDGE * et + 4 * (1 + hard) * n
+    return (POOL_PER_PAIR + hard * HARD_NEGATIVES_PER_PAIR) * pool + EDGE_PHI_PER_EDGE * et + 4 * (2 + hard) * n
 
 
 def _neighbor(config: TrainConfig, n: float, e: float, et: float, resident: float,

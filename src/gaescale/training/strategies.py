@@ -33,7 +33,8 @@ from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, n
 class FullBatch:
     """The encoder on the whole training graph and the loss on all training edges: one step per epoch. The sampled
     all-pairs term draws its uniform pairs into the same arrays every epoch (:class:`gaescale.sparse.UniformPairs`):
-    an epoch is done with its draw before the next one draws."""
+    an epoch is done with its draw before the next one draws. The training edges are the same every epoch, so their
+    transpose is kept for their gradient's column products (:meth:`gaescale.sparse.PairIndex.keep_transpose`)."""
 
     name = "full"
 
@@ -41,7 +42,8 @@ class FullBatch:
         self.uniform = UniformPairs()
 
     def steps(self, model, x, graph: Graph, pairs: PairIndex, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
-        yield model.loss(model(x, graph), pairs, generator=generator, uniform=self.uniform, **loss_kwargs)
+        yield model.loss(model(x, graph), pairs.keep_transpose(), generator=generator, uniform=self.uniform,
+                         **loss_kwargs)
 
 
 def _sub_pairs(sub: Graph, self_loops: bool) -> PairIndex | None:
