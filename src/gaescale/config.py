@@ -90,8 +90,8 @@ class TrainConfig:
                                   "decoder)", "choice",
                           section="model", choices=("auto", "on", "off"))
     hard_negatives: float = _opt(0.0, "with the structural part, the weight of a hard-negative term: the mean l0 of "
-                                      "the two-hop non-edges among a pool of two-hop pairs as large as the training "
-                                      "edges (measured to lose: BENCHMARKS.md; 0: none)", "float>=0", section="model",
+                                      "the two-hop non-edges among the two-hop pool of full batch (--pool-ratio) "
+                                      "(measured to lose: BENCHMARKS.md; 0: none)", "float>=0", section="model",
                                  metavar="W")
     pool_ratio: float | None = _opt(None, "with the structural part trained full batch, the two-hop pairs of the pool "
                                           "that corrects its all-pairs term, per training edge (drawn once; fewer: a "

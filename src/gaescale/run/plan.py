@@ -90,9 +90,8 @@ HELDOUT_PER_EDGE = 64.0
 TRANSPOSE_PER_PAIR = 8.0
 # The structural part (gaescale.structure). Full batch keeps a two-hop pool of up to pool_ratio pairs a training edge
 # (its PairIndex's int32 columns, float32 phi and weight, and its kept transpose: 28 bytes a pair and two (N + 1,)
-# int32 indptrs) and
-# phi of the training edges (12 bytes each); with hard negatives, the pool's non-edges too (columns and phi: up to 16
-# bytes a pool pair, another indptr). Above 2^31 - 1 pairs or nodes the indices are int64
+# int32 indptrs) and phi of the training edges (12 bytes each); with hard negatives, the pool's non-edges too
+# (columns and phi: up to 16 bytes a pool pair, another indptr). Above 2^31 - 1 pairs or nodes the indices are int64
 # (gaescale.sparse.index_dtype): 4 bytes more a pair, within the margin of PER_PAIR's measured step.
 # Every evaluation's pair features are remembered up to MEMO_BYTES, and a batch of queries expands at most
 # CANDIDATE_BUDGET two-hop paths (their candidates' rows, nodes and three features, with one of the three sparse
