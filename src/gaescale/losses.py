@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from .errors import ParameterError
+from .shifts import ShiftedPairs
 from .sparse import HALF, PairIndex, UniformPairs
 
 Tensor = torch.Tensor
@@ -210,11 +211,12 @@ def dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0
                generator: torch.Generator | None = None, block_size: int | None = None,
                memory_budget: int = 256 * 2**20, shard: tuple[int, int] = (0, 1),
                metric: Tensor | None = None, scaled: Tensor | None = None,
-               uniform: UniformPairs | None = None) -> Tensor:
+               uniform: UniformPairs | ShiftedPairs | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_i . z_j)`` for ``z: (N, d)``: exact, or an unbiased estimate.
     ``metric: (d,)`` of signs: logits ``z_i^T diag(metric) z_j`` (:func:`gaescale.models.with_bias`); ``scaled``: ``z *
-    metric`` where the caller has it already (the sampled estimate reuses it). ``uniform``: the sampled estimate's pairs
-    drawn into the arrays of that :class:`gaescale.sparse.UniformPairs` (a training loop's, kept across its epochs).
+    metric`` where the caller has it already (the sampled estimate reuses it). ``uniform``: what draws the sampled
+    estimate's pairs into its own arrays, kept across a training loop's epochs: a :class:`gaescale.sparse.UniformPairs`
+    (independent pairs, the default) or a :class:`gaescale.shifts.ShiftedPairs` (shifts of a random node order).
     ``exact`` with ``shard = (k, K)``: the ``k``-th of ``K`` shares of the exact ``D``, whose values and gradients add
     up to ``D``'s (:func:`exact_dense_tiles`; on CUDA :func:`gaescale.kernels.dense_value_and_grad`)."""
     n = z.shape[0]
@@ -260,7 +262,7 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
                         metric: Tensor | None = None, decoder: Callable | None = None,
                         edge_weight: Tensor | None = None, edge_offset: Tensor | None = None,
                         dense_offset: tuple[Tensor, Tensor, Tensor] | None = None,
-                        uniform: UniformPairs | None = None) -> Tensor:
+                        uniform: UniformPairs | ShiftedPairs | None = None) -> Tensor:
     """The reconstruction loss of embeddings ``z: (N, d)`` against the graph with edges ``edge_index: (2, E)``.
 
     ``edges='undirected'`` (default): each undirected edge appears once, in either orientation, and
@@ -283,9 +285,8 @@ def reconstruction_loss(z: Tensor, edge_index: Tensor | PairIndex, num_nodes: in
     ``weight`` in the order of its ``pairs()``) (or an importance-weighted
     sample of them) with theirs. The loss is then the same identity of the whole logits ``s + g``: the dense term
     ``sum over all pairs of l0(s_ij)`` (sampled or exact, as without offsets) plus ``sum over T of
-    weight * (l0(s + g) - l0(s))``, the edge term on ``s + g``. ``uniform``: a :class:`gaescale.sparse.UniformPairs`
-    that the sampled dense term draws its pairs into (the same draws; a training loop passes the same one every
-    epoch). Returns a scalar tensor.
+    weight * (l0(s + g) - l0(s))``, the edge term on ``s + g``. ``uniform``: what the sampled dense term draws its pairs
+    with (:func:`dense_term`; a training loop passes the same one every epoch). Returns a scalar tensor.
     """
     n = z.shape[0] if num_nodes is None else int(num_nodes)
     if z.dim() != 2 or z.shape[0] != n:
@@ -371,9 +372,11 @@ def offset_term(loss: PairLoss, e: Tensor, g: Tensor, weight: Tensor, *,
     return pair_sum(lambda e, g, w: w * (loss.l0(e + g) - loss.l0(e)), (e, g), (weight,), overwrite=overwrite)
 
 
-def draw_uniform(uniform: UniformPairs | None, num_nodes: int, num_pairs: int,
-                 generator: torch.Generator | None) -> PairIndex:
-    """``num_pairs`` uniform pairs (:meth:`PairIndex.uniform`), into ``uniform``'s arrays where one is given."""
+def draw_uniform(uniform: UniformPairs | ShiftedPairs | None, num_nodes: int, num_pairs: int,
+                 generator: torch.Generator | None):
+    """``num_pairs`` pairs, every ordered pair equally likely: ``uniform``'s draw (into its arrays) where one is given,
+    else independent pairs (:meth:`PairIndex.uniform`). A :class:`PairIndex` or a
+    :class:`gaescale.shifts.PermutedPairs`, which score pairs alike."""
     return (uniform or UniformPairs()).draw(num_nodes, num_pairs, generator)
 
 

@@ -140,15 +140,19 @@ class PairIndex:
     (N + 1,)`` and ``cols: (m,)`` are int32 where ``m`` and ``N`` fit (:func:`index_dtype`): half the index bytes,
     and torch's CSR product 1.6x faster; :meth:`rows` and :meth:`pairs` are int64.
     ``weights: (m,)`` float, in the same order: a weight per pair (a weighted graph's edges), or None for all 1.
+    ``transpose``: the pattern sorted by second node, ``(indptr: (N + 1,), rows: (m,), order: (m,))`` with ``order``
+    the positions of its pairs in this one (all of the index dtype), where the caller has it (else
+    :meth:`keep_transpose` sorts for it).
     """
 
-    def __init__(self, indptr: torch.Tensor, cols: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None):
+    def __init__(self, indptr: torch.Tensor, cols: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None,
+                 *, transpose: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None):
         dtype = index_dtype(cols.numel(), num_nodes)
         self.indptr = indptr.to(dtype)
         self.cols = cols.to(dtype)
         self.num_nodes = int(num_nodes)
         self.weights = None if weights is None else weights.to(torch.float32)
-        self._transpose: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # keep_transpose()
+        self._transpose = None if transpose is None else tuple(t.to(dtype) for t in transpose)  # keep_transpose()
 
     @property
     def num_pairs(self) -> int:

@@ -338,3 +338,16 @@ def test_the_structural_parts_pair_features_are_counted_where_partitions_keep_th
     assert peak(True) - peak(False) == pytest.approx(12 * (et + n), abs=2)
     monkeypatch.undo()
     assert PartitionBuckets.keeps_phi(n, 2 * e) and not PartitionBuckets.keeps_phi(100_000_000, 2 * 10**9)
+
+
+def test_counted_bytes_match_the_shifted_uniform_draws_arrays():
+    """Full batch keeps its uniform pairs' arrays (:class:`gaescale.shifts.ShiftedPairs`) across epochs: counted
+    exactly, a pair count with and without a window."""
+    import torch
+
+    from gaescale.run.plan import _shifted
+    from gaescale.shifts import ShiftedPairs
+    for n, m in [(1000, 5000), (1000, 5321), (1000, 300)]:
+        draws = ShiftedPairs()
+        draws.draw(n, m, torch.Generator().manual_seed(0))
+        assert draws.nbytes == _shifted(n, m)

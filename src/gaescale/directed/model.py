@@ -38,6 +38,7 @@ from ..losses import (
     pair_weights,
     resolve_kind,
 )
+from ..shifts import ShiftedPairs
 from ..sparse import UniformPairs
 from .graph import DiGraph
 
@@ -213,7 +214,7 @@ def directed_dense_tiles(z: Tensor, need_grad: bool = True, *, loss: PairLoss, b
 
 def directed_dense_term(z: Tensor, loss: PairLoss, strategy: str, *, num_samples: int = 0,
                         generator: torch.Generator | None = None, block_size: int | None = None,
-                        memory_budget: int = 256 * 2**20, uniform: UniformPairs | None = None) -> Tensor:
+                        memory_budget: int = 256 * 2**20, uniform: UniformPairs | ShiftedPairs | None = None) -> Tensor:
     """``D = sum over all N^2 ordered pairs of l0(z_s_i . z_t_j)`` for ``z: (N, 2h)``: exact or an unbiased
     estimate (``num_samples`` uniform ordered pairs scaled by ``N^2 / m``, drawn into ``uniform``'s arrays where
     given, as :func:`gaescale.losses.dense_term`)."""
@@ -238,7 +239,7 @@ def directed_loss(z: Tensor, edge_index, num_nodes: int | None = None, *, kind: 
                   weighting: str | None = None, num_samples: int | None = None, neg_ratio: float = 1.0,
                   block_size: int | None = None, memory_budget: int = 256 * 2**20,
                   generator: torch.Generator | None = None, decoder: nn.Module | None = None,
-                  uniform: UniformPairs | None = None) -> Tensor:
+                  uniform: UniformPairs | ShiftedPairs | None = None) -> Tensor:
     """The reconstruction loss of ``z = [z_s | z_t]: (N, 2h)`` against the directed edges ``edge_index: (2, E)``
     (ordered pairs, each edge once; or a :class:`gaescale.sparse.PairIndex`, whose ``weights`` make a weighted
     graph's edge term as :func:`gaescale.losses.reconstruction_loss`'s): ``sum_ij w(a_ij) l(s_ij, a_ij)`` over

@@ -97,6 +97,11 @@ TRANSPOSE_PER_PAIR = 8.0
 # CANDIDATE_BUDGET two-hop paths (their candidates' rows, nodes and three features, with one of the three sparse
 # products they come from: 23-65 bytes a path at the peak, tracemalloc on email-Enron, hk-50k and musae-facebook).
 POOL_PER_PAIR = 20.0 + TRANSPOSE_PER_PAIR
+# Full batch draws its uniform pairs as shifts of a random node order (gaescale.shifts.ShiftedPairs), into arrays kept
+# across epochs: the pairs' int32 second nodes, their transpose's first nodes and order (12 bytes a pair), two (N + 1,)
+# indptrs and three (N,) arrays (the node order, its inverse, the positions).
+SHIFTED_PER_PAIR = 12.0
+SHIFTED_PER_NODE = 20.0
 EDGE_PHI_PER_EDGE = 12.0
 HARD_NEGATIVES_PER_PAIR = 16.0
 STRUCTURE_EVAL = MEMO_BYTES + 72 * CANDIDATE_BUDGET
@@ -210,7 +215,7 @@ def plan(config: TrainConfig, num_nodes: int, num_edges: int, num_features: int 
     plans = []
     full_step = STEP_BASE + 8 * n + _activations(n, widths, sage) + PER_PAIR * (et + m)
     two_hop = _two_hop(config, n, et) if structure else 0.0
-    transpose = TRANSPOSE_PER_PAIR * et + 4 * n
+    transpose = TRANSPOSE_PER_PAIR * et + 4 * n + _shifted(n, m)
     plans.append(StrategyPlan("full", int(resident),
                               int(max(first, kept + transpose + two_hop + max(full_step, evaluation + structure))),
                               (2 * et + n) * spmm_width + n * per_pass, 2 * et + m, 1))
@@ -252,6 +257,11 @@ def _resident(n: float, e: float, et: float, f: float, prepared: bool) -> float:
             + 8 * n + 8 * e               # the full graph's CSR, kept for graph.npz
             + 16 * et + 32 * (e - et)     # the split: training edges, held-out edges and non-edges
             + _graph(n, et) + 4 * n * f)
+
+
+def _shifted(n: float, m: float) -> float:
+    """Bytes full batch keeps for drawing ``m`` uniform pairs over ``n`` nodes (:data:`SHIFTED_PER_PAIR`)."""
+    return SHIFTED_PER_PAIR * m + SHIFTED_PER_NODE * n + 8
 
 
 def _two_hop(config: TrainConfig, n: float, et: float) -> float:

@@ -25,21 +25,23 @@ from ..devices import index_on
 from ..errors import GraphError, ParameterError
 from ..graph import Graph, with_self_loops
 from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
-from ..sparse import PairIndex, UniformPairs
+from ..shifts import ShiftedPairs
+from ..sparse import PairIndex
 from ..structure import sampled_two_hop
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
 
 
 class FullBatch:
     """The encoder on the whole training graph and the loss on all training edges: one step per epoch. The sampled
-    all-pairs term draws its uniform pairs into the same arrays every epoch (:class:`gaescale.sparse.UniformPairs`):
-    an epoch is done with its draw before the next one draws. The training edges are the same every epoch, so their
-    transpose is kept for their gradient's column products (:meth:`gaescale.sparse.PairIndex.keep_transpose`)."""
+    all-pairs term draws its pairs as shifts of a random node order, into the same arrays every epoch
+    (:class:`gaescale.shifts.ShiftedPairs`): an epoch is done with its draw before the next one draws. The training
+    edges are the same every epoch, so their transpose is kept for their gradient's column products
+    (:meth:`gaescale.sparse.PairIndex.keep_transpose`)."""
 
     name = "full"
 
     def __init__(self):
-        self.uniform = UniformPairs()
+        self.uniform = ShiftedPairs()
 
     def steps(self, model, x, graph: Graph, pairs: PairIndex, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
         yield model.loss(model(x, graph), pairs.keep_transpose(), generator=generator, uniform=self.uniform,
@@ -224,6 +226,7 @@ class ShardedFullBatch:
 
     def __init__(self, runtime):
         self.runtime = runtime
+        self.uniform = ShiftedPairs()  # every rank draws the pairs one process draws (FullBatch), and scores its share
         self._shard = None  # (the pairs it was cut from, this rank's PairIndex, their count, self loops)
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
@@ -255,7 +258,7 @@ class ShardedFullBatch:
         if dense == "sampled":
             m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
             m = -(-m // w) * w
-            sampled = PairIndex.uniform(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
+            sampled = self.uniform.draw(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
             s_neg = logits(PairIndex.from_pairs(sampled, n))
         else:
             s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
