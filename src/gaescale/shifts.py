@@ -61,9 +61,11 @@ class ShiftedPairs:
             raise ValueError(f"{m} pairs over {n} nodes take {k + (extra > 0)} shifts in [0, {n}) and a start in "
                              f"[0, {n}); got shifts {shifts} and start {start}")
         a = self._prepare(n, m, None)
+        _row_pointers(a["indptr"], n, k, start, extra)
         _diagonals(a["indptr"], a["cols"], a["positions"], n, shifts, start, extra)
         back = [(n - r) % n for r in shifts]
         start_t = (start + shifts[-1]) % n if extra else 0
+        _row_pointers(a["indptr_t"], n, k, start_t, extra)
         _diagonals(a["indptr_t"], a["rows_t"], a["positions"], n, back, start_t, extra)
         _diagonals(a["indptr_t"], a["order_t"], a["indptr"][:-1], n, back, start_t, extra, add_shift_index=True)
         index = PairIndex(a["indptr"], a["cols"], n, transpose=(a["indptr_t"], a["rows_t"], a["order_t"]))
@@ -142,19 +144,24 @@ class _Permute(torch.autograd.Function):
         return grad.index_select(0, ctx.inverse), None, None
 
 
-def _diagonals(indptr: torch.Tensor, out: torch.Tensor, source: torch.Tensor, n: int, shifts: list[int], start: int,
-               extra: int, *, add_shift_index: bool = False) -> None:
-    """The CSR pattern whose row ``t`` holds the entries ``k < K`` at ``(t + shifts[k]) mod n`` and, for ``t`` in the
-    cyclic window ``[start, start + extra)``, one more (``k = K``) at ``(t + shifts[K]) mod n``, entries in the order
-    of ``k``: ``indptr: (n + 1,)`` written, and ``out: (m,)`` written with ``source[(t + shifts[k]) mod n]``
-    (``source: (n,)``; plus ``k`` with ``add_shift_index``)."""
-    k = len(shifts) - (extra > 0)
+def _row_pointers(indptr: torch.Tensor, n: int, k: int, start: int, extra: int) -> None:
+    """Writes ``indptr: (n + 1,)`` of the pattern whose rows hold ``k`` entries, ``k + 1`` in the cyclic window
+    ``[start, start + extra)`` (:func:`_diagonals`)."""
     counts = indptr[1:]
     counts.fill_(k)
     for lo, hi in _window(n, start, extra):
         counts[lo:hi] += 1
     indptr[0] = 0
     counts.cumsum_(0)
+
+
+def _diagonals(indptr: torch.Tensor, out: torch.Tensor, source: torch.Tensor, n: int, shifts: list[int], start: int,
+               extra: int, *, add_shift_index: bool = False) -> None:
+    """The CSR pattern whose row ``t`` holds the entries ``k < K`` at ``(t + shifts[k]) mod n`` and, for ``t`` in the
+    cyclic window ``[start, start + extra)``, one more (``k = K``) at ``(t + shifts[K]) mod n``, entries in the order
+    of ``k``: ``out: (m,)`` written with ``source[(t + shifts[k]) mod n]`` (``source: (n,)``; plus ``k`` with
+    ``add_shift_index``) at the rows of ``indptr: (n + 1,)`` (:func:`_row_pointers`' for the same window)."""
+    k = len(shifts) - (extra > 0)
     for lo, hi, width in _segments(n, k, start, extra):
         base = int(indptr[lo])
         block = out[base:base + (hi - lo) * width].view(hi - lo, width)
