@@ -116,10 +116,10 @@ class PermutedPairs:
 
     def logits(self, z: torch.Tensor, metric: torch.Tensor | None = None, *,
                scaled: torch.Tensor | None = None) -> torch.Tensor:
-        """``s: (m,)``, as :meth:`gaescale.sparse.PairIndex.logits` for ``z: (N, d)`` (``scaled = z M``, permuted
-        with ``z``)."""
-        scaled = None if scaled is None else scaled.index_select(0, self.perm)
-        return self.index.logits(self.permute(z), metric, scaled=scaled)
+        """``s: (m,)``, as :meth:`gaescale.sparse.PairIndex.logits` for ``z: (N, d)``. ``scaled = z M`` from the
+        caller is not gathered into the node order: the permuted rows are multiplied by ``metric`` again instead (an
+        elementwise pass over ``(N, d)``, a third of a gather of ``N`` random rows), the same values."""
+        return self.index.logits(self.permute(z), metric)
 
     def cross_logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``s: (m,)``, ``s_k = u[i_k] . v[j_k]``, as :meth:`gaescale.sparse.PairIndex.cross_logits`."""

@@ -221,7 +221,9 @@ class PairIndex:
         :func:`columns_scatter` elsewhere."""
         if self._transpose is not None and z.device.type == "cpu":
             indptr, rows, order = self._transpose
-            return csr_mm(csr_tensor(indptr, rows, g[order], (self.num_nodes, self.num_nodes)), z)
+            # index_select takes the int32 order as it is (indexing with it converts it first: 2x slower at 3.9M)
+            values = g.index_select(0, order)
+            return csr_mm(csr_tensor(indptr, rows, values, (self.num_nodes, self.num_nodes)), z)
         return (columns_scipy if z.device.type == "cpu" else columns_scatter)(self, g, z)
 
     def num_self_pairs(self) -> int:
