@@ -2,18 +2,20 @@
 
     .venv/bin/python bench/bench_growth.py [--nodes 770000,3080000,10000000] [--epochs 5] [--profile 2]
 
-Each size runs in a fresh subprocess; all of them start at once and take turns: one epoch of each size in turn,
-round after round, the others waiting, so that every size's epochs fall in the same minutes of this shared machine
-and its drifts (measured: the same 770k epoch at 0.8 s and at 1.9 s within an hour) move all sizes alike; each
-size's generation and setup run in its first turn. ``--one-after-another``: the sizes one after the other instead
-(the tables of BENCHMARKS.md before 2026-12-06 21:30 UTC). Each size: the community graph of the demo at the built-in
-graph's degree (``round(N * 4.6M / 770k)`` edges, average degree ~12), 8 features, GCN 8-16-16-8, full batch,
-sampled BCE, the structural part off (what the epoch of issue 31's measurements computes), no validation and no
-test scoring (the epoch alone). Prints a Markdown table: seconds per epoch (median), the training phase's peak RSS,
-and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear). ``--profile K``: K more epochs run
-under torch.profiler after the timed ones, and a second table gives each op's seconds per epoch (self CPU time) at
-each size with its growth; the profiled epochs are not in the first table. Raw results go to
-bench/results/growth-<timestamp>.json.
+Each size runs in a fresh subprocess; all of them start at once and take turns: one epoch of each size in turn, round
+after round, the others waiting, so that every size's epochs fall in the same minutes of this shared machine and its
+drifts (measured: the same 770k epoch at 0.8 s and at 1.9 s within an hour) move all sizes alike; each size's
+generation and setup run in its first turn. ``--one-after-another``: the sizes one after the other instead (the tables
+of BENCHMARKS.md before 2026-12-06 21:30 UTC). Each size: the community graph of the demo at the built-in graph's
+degree (``round(N * 4.6M / 770k)`` edges, average degree ~12), 8 features, GCN 8-16-16-8, full batch, sampled BCE, the
+structural part off (what the epoch of issue 31's measurements computes), no validation and no test scoring (the epoch
+alone). Prints a Markdown table: seconds per epoch (median), the user and system CPU seconds and page faults of an
+epoch (medians from the second epoch; system: the kernel's share, mostly fresh memory's first writes), the training
+phase's peak RSS, and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear). ``--keep-freed``:
+from the second epoch glibc keeps freed memory in the process, so that no buffer is fresh memory (an experiment: the
+peak grows). ``--profile K``: K more epochs run under torch.profiler after the timed ones, and a second table gives
+each op's seconds per epoch (self CPU time) at each size with its growth; the profiled epochs are not in the first
+table. Raw results go to bench/results/growth-<timestamp>.json.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,11 +52,12 @@ class _Turns:
 
 
 def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: int = 0,
-        turns: tuple[int, int] | None = None) -> dict:
+        turns: tuple[int, int] | None = None, keep_freed: bool = False) -> dict:
     """One size in this process: generate, number the nodes in ``order`` (as ``gaescale prepare --order`` does;
     None: as generated), train ``epochs`` then ``profiled`` epochs under torch.profiler, report the figures (as JSON
     on stdout). ``turns``: file descriptors (go, done) of the parent's turns: each epoch runs in a turn of its own, the
-    generation and setup in the first epoch's (:class:`_Turns`)."""
+    generation and setup in the first epoch's (:class:`_Turns`). ``keep_freed``: :func:`_keep_freed` after the
+    first epoch."""
     turn = _Turns(turns)
     turn.wait()
     import gaescale
@@ -74,8 +78,12 @@ def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: i
         del g
     ordered = time.perf_counter() - t
     total = epochs + profiled
+    usage = [_usage()]  # (system s, page faults, user s) of this process at the end of each epoch, from the first's
     with _profiler(epochs, profiled) as (profile_step, ops):
         def on_epoch(record: dict) -> None:
+            usage.append(_usage())
+            if keep_freed and record["epoch"] == 1:
+                _keep_freed()
             if profile_step:
                 profile_step(record)
             if record["epoch"] < total:  # the last turn ends once train() has returned (its embedding pass too)
@@ -88,11 +96,33 @@ def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: i
     turn.done()
     m = result.metrics
     timed = [h["seconds"] for h in m["history"]][:epochs]
+    cpu = [[y - x for x, y in zip(a, b)] for a, b in zip(usage[1:epochs], usage[2:epochs + 1])]  # epochs 2..
     return {"nodes": n, "edges": e, "epochs": epochs, "seconds_per_epoch": statistics.median(timed),
             "epoch_seconds": timed, "op_seconds_per_epoch": ops, "generate_seconds": generated,
-            "order": order, "order_seconds": ordered,
+            "system_seconds_per_epoch": statistics.median(k[0] for k in cpu) if cpu else None,
+            "page_faults_per_epoch": statistics.median(k[1] for k in cpu) if cpu else None,
+            "user_seconds_per_epoch": statistics.median(k[2] for k in cpu) if cpu else None,
+            "order": order, "order_seconds": ordered, "keep_freed": keep_freed,
             "setup_peak_rss_bytes": m["setup_peak_rss_bytes"], "training_peak_rss_bytes": m["training_peak_rss_bytes"],
             "total_seconds": m["total_seconds"], "torch_threads": m["torch_threads"]}
+
+
+def _keep_freed() -> None:
+    """From now on glibc serves every buffer from its heap and returns none of it to the kernel (``M_MMAP_MAX`` 0,
+    ``M_TRIM_THRESHOLD`` its largest): memory the process frees stays its own, so no buffer is fresh memory, at the
+    price of the heap's free pieces counted in the peak. The experiment of BENCHMARKS.md, "Fresh memory on this
+    virtual machine"; glibc only."""
+    import ctypes
+    mallopt = ctypes.CDLL(None).mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if mallopt(-4, 0) != 1 or mallopt(-1, 2**31 - 1) != 1:  # glibc's M_MMAP_MAX, M_TRIM_THRESHOLD
+        raise SystemExit("bench_growth: mallopt refused --keep-freed's settings")
+
+
+def _usage() -> tuple[float, int, float]:
+    """This process's system CPU seconds, page faults and user CPU seconds so far."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_stime, u.ru_minflt, u.ru_utime
 
 
 @contextlib.contextmanager
@@ -192,6 +222,10 @@ def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
             os.close(fd)
 
 
+def _f(v, fmt: str) -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", default="770000,3080000,10000000", help="comma-separated node counts")
@@ -203,33 +237,40 @@ def main(argv=None) -> int:
                    help="K more epochs per size under torch.profiler: a table of each op's time (0: none)")
     p.add_argument("--one-after-another", action="store_true",
                    help="run the sizes one after the other instead of in turns (the earlier tables' way)")
+    p.add_argument("--keep-freed", action="store_true",
+                   help="from the second epoch keep freed memory in the process (glibc's heap): no fresh memory, a "
+                        "higher peak (the experiment of BENCHMARKS.md, 'Fresh memory on this virtual machine')")
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the subprocess of one size
     p.add_argument("--turn-fds", help=argparse.SUPPRESS)  # its turns' file descriptors: "go,done"
     args = p.parse_args(argv)
     if args.one:
         fds = tuple(int(f) for f in args.turn_fds.split(",")) if args.turn_fds else None
-        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile, fds)))
+        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile, fds, args.keep_freed)))
         return 0
     sizes = [int(s) for s in args.nodes.split(",")]
     cmd = lambda n: [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs),  # noqa: E731
                      "--threads", str(args.threads), "--profile", str(args.profile),
-                     *(["--order", args.order] if args.order else [])]
+                     *(["--order", args.order] if args.order else []),
+                     *(["--keep-freed"] if args.keep_freed else [])]
     turns = args.epochs + args.profile
     rows = _one_after_another(sizes, cmd) if args.one_after_another else _in_turns(sizes, cmd, turns)
     if rows is None:
         return 1
     first = rows[0]
-    print(f"node order: {args.order or 'as generated'}\n")
-    print("| nodes | edges | order s | s/epoch (median) | fastest epoch | training peak RSS | growth (median) "
-          "| growth (fastest) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"node order: {args.order or 'as generated'}; freed memory "
+          f"{'kept in the process from the second epoch' if args.keep_freed else 'returned to the kernel'}\n")
+    print("| nodes | edges | order s | s/epoch (median) | fastest epoch | user CPU s/epoch | system CPU s/epoch "
+          "| page faults/epoch | training peak RSS | growth (median) | growth (fastest) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         scale = r["nodes"] / first["nodes"]
         growth = r["seconds_per_epoch"] / first["seconds_per_epoch"] / scale
         fastest = min(r["epoch_seconds"]) / min(first["epoch_seconds"]) / scale
         print(f"| {r['nodes']:,} | {r['edges']:,} | {r['order_seconds']:.1f} | {r['seconds_per_epoch']:.3f} | "
-              f"{min(r['epoch_seconds']):.3f} | {r['training_peak_rss_bytes'] / GiB:.2f} GiB | {growth:.2f}x | "
-              f"{fastest:.2f}x |")
+              f"{min(r['epoch_seconds']):.3f} | {_f(r.get('user_seconds_per_epoch'), '.3f')} | "
+              f"{_f(r['system_seconds_per_epoch'], '.3f')} | "
+              f"{_f(r['page_faults_per_epoch'], ',.0f')} | {r['training_peak_rss_bytes'] / GiB:.2f} GiB | "
+              f"{growth:.2f}x | {fastest:.2f}x |")
     if args.profile:
         _op_table(rows)
     out = BENCH / "results" / f"growth-{time.strftime('%Y%m%d-%H%M%S')}.json"
