@@ -132,3 +132,25 @@ def test_a_draw_holds_the_pairs_of_its_shifts_and_window(n, m):
     want = [(sigma[t], sigma[(t + r) % n]) for t in range(n) for r in shifts[:k]]
     want += [(sigma[t % n], sigma[(t + shifts[-1]) % n]) for t in range(start, start + extra)]
     assert sorted(map(tuple, d.pairs().T.tolist())) == sorted((int(a), int(b)) for a, b in want)
+
+
+@pytest.mark.parametrize("n, m", [(9, 31), (9, 4), (11, 22)])
+def test_a_draw_without_transpose_holds_the_same_pairs_and_its_shares_add_up_to_it(n, m):
+    """ShiftedPairs(transpose=False) draws the pairs the default one draws, keeps no transpose, and the shares of
+    consecutive ranges (a rank's share under torchrun) hold the draw's pairs and give its loss and gradient."""
+    full = ShiftedPairs().draw(n, m, torch.Generator().manual_seed(3))
+    drawer = ShiftedPairs(transpose=False)
+    bare = drawer.draw(n, m, torch.Generator().manual_seed(3))
+    assert torch.equal(bare.pairs(), full.pairs()) and bare.index._transpose is None
+    kept = ShiftedPairs()
+    kept.draw(n, m, torch.Generator().manual_seed(3))
+    assert kept.nbytes - drawer.nbytes == (2 * m + n + 1) * 4  # rows_t, order_t, indptr_t (int32)
+    cuts = [0, m // 3, m // 3, m - 1, m]
+    shares = [bare.share(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    assert torch.equal(torch.cat([s.pairs() for s in shares], 1), full.pairs())
+    z = torch.randn(n, 4, dtype=torch.float64, requires_grad=True)
+    metric = torch.tensor([1.0, 1, 1, -1], dtype=torch.float64)
+    whole = F.softplus(full.logits(z, metric)).sum()
+    parts = sum(F.softplus(s.logits(z, metric)).sum() for s in shares)
+    torch.testing.assert_close(parts, whole)
+    torch.testing.assert_close(torch.autograd.grad(parts, z)[0], torch.autograd.grad(whole, z)[0])

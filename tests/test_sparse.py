@@ -235,3 +235,16 @@ def test_uniform_pairs_drawn_into_kept_arrays_are_the_same_draws(monkeypatch):
     assert torch.equal(again.indptr.diff().long(), torch.bincount(second[0], minlength=n))
     assert draws.draw(n, m + 1, gen).num_pairs == m + 1  # another size: new arrays
     assert PairIndex.uniform(n, 0, gen).num_pairs == 0 and draws.draw(n, 0, gen).indptr.tolist() == [0] * (n + 1)
+
+
+def test_a_slice_of_a_pair_index_holds_its_pairs_and_weights_in_that_range():
+    pairs = torch.tensor([[0, 0, 1, 3, 3, 3, 4], [2, 4, 0, 1, 3, 4, 0]])
+    weights = torch.arange(7, dtype=torch.float32)
+    idx = PairIndex.from_pairs(pairs, 5, weights)
+    for a, b in [(0, 7), (1, 4), (2, 3), (5, 5), (6, 7)]:
+        part = idx.slice(a, b)
+        assert torch.equal(part.pairs(), pairs[:, a:b]) and torch.equal(part.weights, weights[a:b])
+        assert part.indptr.shape == (6,) and part.num_nodes == 5
+    for a, b in [(-1, 3), (4, 3), (0, 8)]:
+        with pytest.raises(ValueError, match="start <= stop"):
+            idx.slice(a, b)

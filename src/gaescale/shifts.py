@@ -31,9 +31,12 @@ class ShiftedPairs:
     The node order ``sigma`` is drawn at the first draw, from the seed of its generator (:data:`ORDER_SEED` mixed in),
     and kept: a function of the run's seed, so a resumed run draws the pairs an unbroken one draws. Memory, kept
     between draws: the ``(m,)`` second nodes, their transpose's ``(m,)`` first nodes and order (12 bytes a pair), two
-    ``(N + 1,)`` indptrs and three ``(N,)`` arrays (the order, its inverse, the positions), of the index dtype."""
+    ``(N + 1,)`` indptrs and three ``(N,)`` arrays (the order, its inverse, the positions), of the index dtype.
+    ``transpose=False``: no transpose is written (nor kept: 4 bytes a pair), for a caller that scores a
+    :meth:`PermutedPairs.share` of each draw, whose column products do without it; the same pairs."""
 
-    def __init__(self):
+    def __init__(self, *, transpose: bool = True):
+        self.transpose = bool(transpose)
         self._key: tuple[int, int] | None = None
         self._arrays: dict[str, torch.Tensor] = {}
 
@@ -63,6 +66,8 @@ class ShiftedPairs:
         a = self._prepare(n, m, None)
         _row_pointers(a["indptr"], n, k, start, extra)
         _diagonals(a["indptr"], a["cols"], a["positions"], n, shifts, start, extra)
+        if not self.transpose:
+            return PermutedPairs(a["perm"], a["inverse"], PairIndex(a["indptr"], a["cols"], n))
         back = [(n - r) % n for r in shifts]
         start_t = (start + shifts[-1]) % n if extra else 0
         _row_pointers(a["indptr_t"], n, k, start_t, extra)
@@ -83,9 +88,10 @@ class ShiftedPairs:
             inverse[perm.long()] = torch.arange(n, dtype=dtype)
             self._arrays = {"perm": perm, "inverse": inverse, "positions": torch.arange(n, dtype=dtype)}
         a = {key: self._arrays[key].to(dtype) for key in ("perm", "inverse", "positions")}
-        a.update(indptr=torch.empty(n + 1, dtype=dtype), indptr_t=torch.empty(n + 1, dtype=dtype),
-                 cols=torch.empty(m, dtype=dtype), rows_t=torch.empty(m, dtype=dtype),
-                 order_t=torch.empty(m, dtype=dtype))
+        a.update(indptr=torch.empty(n + 1, dtype=dtype), cols=torch.empty(m, dtype=dtype))
+        if self.transpose:
+            a.update(indptr_t=torch.empty(n + 1, dtype=dtype), rows_t=torch.empty(m, dtype=dtype),
+                     order_t=torch.empty(m, dtype=dtype))
         self._key, self._arrays = (n, m), a
         return a
 
@@ -124,6 +130,12 @@ class PermutedPairs:
     def cross_logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``s: (m,)``, ``s_k = u[i_k] . v[j_k]``, as :meth:`gaescale.sparse.PairIndex.cross_logits`."""
         return self.index.cross_logits(self.permute(u), self.permute(v))
+
+    def share(self, start: int, stop: int) -> PermutedPairs:
+        """The pairs at positions ``[start, stop)`` of this draw (in its CSR order over positions): a view
+        (:meth:`gaescale.sparse.PairIndex.slice`), without the kept transpose; the shares of consecutive ranges add up
+        to the draw."""
+        return PermutedPairs(self.perm, self.inverse, self.index.slice(start, stop))
 
     def pairs(self) -> torch.Tensor:
         """``(2, m)`` int64, the pairs of nodes."""

@@ -226,6 +226,16 @@ class PairIndex:
             return csr_mm(csr_tensor(indptr, rows, values, (self.num_nodes, self.num_nodes)), z)
         return (columns_scipy if z.device.type == "cpu" else columns_scatter)(self, g, z)
 
+    def slice(self, start: int, stop: int) -> PairIndex:
+        """The pairs at positions ``[start, stop)`` of this index's CSR order, over the same nodes: its rows' pointers
+        clamped to the range and its columns and weights viewed, not copied or sorted (a rank's share of a draw,
+        :class:`gaescale.training.strategies.ShardedFullBatch`). No kept transpose."""
+        if not 0 <= start <= stop <= self.num_pairs:
+            raise ValueError(f"a slice of {self.num_pairs} pairs must have 0 <= start <= stop <= {self.num_pairs}; "
+                             f"got [{start}, {stop})")
+        return PairIndex(self.indptr.clamp(start, stop) - start, self.cols[start:stop], self.num_nodes,
+                         None if self.weights is None else self.weights[start:stop])
+
     def num_self_pairs(self) -> int:
         """How many pairs are ``(i, i)`` (computed once)."""
         if not hasattr(self, "_self_pairs"):

@@ -25,7 +25,7 @@ from ..devices import index_on
 from ..errors import GraphError, ParameterError
 from ..graph import Graph, with_self_loops
 from ..losses import default_num_samples, dense_term, full_precision, minibatch_loss, pair_weights, resolve_kind
-from ..shifts import ShiftedPairs
+from ..shifts import PermutedPairs, ShiftedPairs
 from ..sparse import PairIndex
 from ..structure import sampled_two_hop
 from .samplers import cluster_batches, degree_sampled_nodes, induced_subgraph, neighbor_subgraph, sample_edges
@@ -226,7 +226,9 @@ class ShardedFullBatch:
 
     def __init__(self, runtime):
         self.runtime = runtime
-        self.uniform = ShiftedPairs()  # every rank draws the pairs one process draws (FullBatch), and scores its share
+        # every rank draws the pairs one process draws (FullBatch) and scores a contiguous share of them, a view of
+        # the draw: no transpose is written, and the share's rows stay in the draw's sequential order
+        self.uniform = ShiftedPairs(transpose=False)
         self._shard = None  # (the pairs it was cut from, this rank's PairIndex, their count, self loops)
 
     def steps(self, model, x, graph: Graph, pairs, generator, loss_kwargs: dict) -> Iterator[torch.Tensor]:
@@ -248,7 +250,7 @@ class ShardedFullBatch:
         decoder."""
         metric = model.metric(z)
 
-        def logits(pidx: PairIndex) -> torch.Tensor:
+        def logits(pidx: PairIndex | PermutedPairs) -> torch.Tensor:
             return pidx.logits(z, metric) if model.pair_decoder is None else model.logits(z, pidx.pairs())
         w, r, n = self.runtime.world_size, self.runtime.rank, z.shape[0]
         _, mine, count, loops = self._shard
@@ -258,8 +260,8 @@ class ShardedFullBatch:
         if dense == "sampled":
             m = default_num_samples(num_edge_pairs, float(loss_kwargs.get("neg_ratio", 1.0)))  # as one process draws
             m = -(-m // w) * w
-            sampled = self.uniform.draw(n, m, generator).pairs()[:, r::w]  # every rank draws the same m pairs
-            s_neg = logits(PairIndex.from_pairs(sampled, n))
+            share = m // w  # every rank draws the same m pairs and scores pairs [r m / W, (r + 1) m / W) of them
+            s_neg = logits(self.uniform.draw(n, m, generator).share(r * share, (r + 1) * share).to(z.device))
         else:
             s_neg = z.new_zeros(0)  # no sampled pairs: the dense term's share is added below
         loss = minibatch_loss(logits(mine), s_neg, num_nodes=n, num_edge_pairs=num_edge_pairs, edge_fraction=1.0 / w,
