@@ -32,7 +32,7 @@ class ShiftedPairs:
     and kept: a function of the run's seed, so a resumed run draws the pairs an unbroken one draws. Memory, kept
     between draws: the ``(m,)`` second nodes, their transpose's ``(m,)`` first nodes and order (12 bytes a pair), two
     ``(N + 1,)`` indptrs and three ``(N,)`` arrays (the order, its inverse, the positions), of the index dtype.
-    ``transpose=False``: no transpose is written (nor kept: 4 bytes a pair), for a caller that scores a
+    ``transpose=False``: no transpose is written or kept (4 bytes a pair instead of 12), for a caller that scores a
     :meth:`PermutedPairs.share` of each draw, whose column products do without it; the same pairs."""
 
     def __init__(self, *, transpose: bool = True):
