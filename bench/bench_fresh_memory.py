@@ -15,28 +15,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import gaescale  # noqa: F401  (torch is imported after it, in the functions: its huge pages, as in every run)
+from bench_growth import cpu_usage  # bench/ is on the path when run as a script
 
 BENCH = Path(__file__).resolve().parent
 REPORTING = Path("/sys/module/page_reporting/parameters")
 
 
-def _usage() -> tuple[float, int]:
-    u = resource.getrusage(resource.RUSAGE_SELF)
-    return u.ru_stime, u.ru_minflt
-
-
 def _timed_write(buf) -> dict:
-    (s0, f0), t = _usage(), time.perf_counter()
+    (s0, f0, _), t = cpu_usage(), time.perf_counter()
     buf.fill_(1.0)
     wall = time.perf_counter() - t
-    s1, f1 = _usage()
+    s1, f1, _ = cpu_usage()
     return {"seconds": wall, "system_seconds": s1 - s0, "faults": f1 - f0}
 
 

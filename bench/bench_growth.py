@@ -78,10 +78,10 @@ def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: i
         del g
     ordered = time.perf_counter() - t
     total = epochs + profiled
-    usage = [_usage()]  # (system s, page faults, user s) of this process at the end of each epoch, from the first's
+    usage = [cpu_usage()]  # (system s, page faults, user s) at the end of each epoch, from before the first
     with _profiler(epochs, profiled) as (profile_step, ops):
         def on_epoch(record: dict) -> None:
-            usage.append(_usage())
+            usage.append(cpu_usage())
             if keep_freed and record["epoch"] == 1:
                 _keep_freed()
             if profile_step:
@@ -119,7 +119,7 @@ def _keep_freed() -> None:
         raise SystemExit("bench_growth: mallopt refused --keep-freed's settings")
 
 
-def _usage() -> tuple[float, int, float]:
+def cpu_usage() -> tuple[float, int, float]:
     """This process's system CPU seconds, page faults and user CPU seconds so far."""
     u = resource.getrusage(resource.RUSAGE_SELF)
     return u.ru_stime, u.ru_minflt, u.ru_utime
