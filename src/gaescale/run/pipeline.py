@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .. import logs
+from .. import cpu_cache, logs
 from ..config import TrainConfig, tagged
 from ..data.inputs import as_array, as_tensor
 from ..data.prepare import is_prepared
@@ -221,7 +221,9 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
     phase_measured = reset_peak_rss()
     memory["training_start_rss_bytes"] = rss_bytes()  # what training starts from: graph, split, features, model
     x = None if x is None else x.to(device)  # on the CPU: the same tensor
-    with rt.guard():
+    with rt.guard(), cpu_cache.cached_epochs(config.buffer_cache and device.type == "cpu") as pool:
+        if pool.off is not None and config.buffer_cache and device.type == "cpu":
+            log(f"training's large buffers are not kept between epochs: {pool.off}")
         result = fit(model, x if shards is None else shards.features, train_graph, train_pairs,
                      val=(placed.split.val_pos, placed.split.val_neg) if has_val else None,
                      epochs=config.epochs, lr=config.lr, seed=config.seed, eval_every=config.eval_every,
@@ -233,6 +235,7 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
                      embed_collective=shards is not None, precision=config.precision, runtime=rt, on_epoch=on_epoch,
                      select=selects(config, model), val_rank=val_rank, structure=two_hop and two_hop.features)
         memory["training_peak_rss_bytes"] = peak_rss_bytes() if phase_measured else None
+        memory["buffer_cache"] = pool.report()
         t = time.perf_counter()
         z = None
         if shards is not None:  # every rank embeds its nodes with rank 0's (best) weights
