@@ -11,7 +11,10 @@ degree (``round(N * 4.6M / 770k)`` edges, average degree ~12), 8 features, GCN 8
 structural part off (what the epoch of issue 31's measurements computes), no validation and no test scoring (the epoch
 alone). Prints a Markdown table: seconds per epoch (median), the user and system CPU seconds and page faults of an
 epoch (medians from the second epoch; system: the kernel's share, mostly fresh memory's first writes), the training
-phase's peak RSS, and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear). ``--keep-freed``:
+phase's peak RSS, and growth relative to linear, ``(t_N / t_first) / (N / N_first)`` (1.00: linear).
+``--buffer-cache off``: training's large buffers returned to the kernel when freed (``--no-buffer-cache``, as before
+:mod:`gaescale.cpu_cache`); ``both``: every size twice, without and with the cache, all in the same turns, each
+variant's growth from its own first size. ``--keep-freed``:
 from the second epoch glibc keeps freed memory in the process, so that no buffer is fresh memory (an experiment: the
 peak grows). ``--profile K``: K more epochs run under torch.profiler after the timed ones, and a second table gives
 each op's seconds per epoch (self CPU time) at each size with its growth; the profiled epochs are not in the first
@@ -52,7 +55,7 @@ class _Turns:
 
 
 def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: int = 0,
-        turns: tuple[int, int] | None = None, keep_freed: bool = False) -> dict:
+        turns: tuple[int, int] | None = None, keep_freed: bool = False, buffer_cache: bool = True) -> dict:
     """One size in this process: generate, number the nodes in ``order`` (as ``gaescale prepare --order`` does;
     None: as generated), train ``epochs`` then ``profiled`` epochs under torch.profiler, report the figures (as JSON
     on stdout). ``turns``: file descriptors (go, done) of the parent's turns: each epoch runs in a turn of its own, the
@@ -92,7 +95,7 @@ def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: i
 
         result = gaescale.train(data=data, hidden="16,16", dim=8, epochs=total, eval_every=total + 1, warmup=0,
                                 strategy="full", structure="off", quiet=True, report=False, checkpoint_every=0,
-                                threads=threads, test=False, on_epoch=on_epoch)
+                                threads=threads, test=False, on_epoch=on_epoch, buffer_cache=buffer_cache)
     turn.done()
     m = result.metrics
     timed = [h["seconds"] for h in m["history"]][:epochs]
@@ -102,7 +105,7 @@ def one(n: int, epochs: int, threads: int, order: str | None = None, profiled: i
             "system_seconds_per_epoch": statistics.median(k[0] for k in cpu) if cpu else None,
             "page_faults_per_epoch": statistics.median(k[1] for k in cpu) if cpu else None,
             "user_seconds_per_epoch": statistics.median(k[2] for k in cpu) if cpu else None,
-            "order": order, "order_seconds": ordered, "keep_freed": keep_freed,
+            "order": order, "order_seconds": ordered, "keep_freed": keep_freed, "buffer_cache": m["buffer_cache"],
             "setup_peak_rss_bytes": m["setup_peak_rss_bytes"], "training_peak_rss_bytes": m["training_peak_rss_bytes"],
             "total_seconds": m["total_seconds"], "torch_threads": m["torch_threads"]}
 
@@ -161,20 +164,25 @@ def _op_table(rows: list[dict], top: int = 15) -> None:
         print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in per) + f" | {growth:.2f}x |")
 
 
-def _result(n: int, proc: subprocess.CompletedProcess | subprocess.Popen, out: str, err: str) -> dict | None:
+def _label(job: tuple[int, bool]) -> str:
+    return f"{job[0]:,} nodes{'' if job[1] else ', no buffer cache'}"
+
+
+def _result(job: tuple[int, bool], proc: subprocess.CompletedProcess | subprocess.Popen, out: str,
+            err: str) -> dict | None:
     if proc.returncode:
-        print(f"{n:,} nodes failed:\n{err[-2000:]}", file=sys.stderr)
+        print(f"{_label(job)} failed:\n{err[-2000:]}", file=sys.stderr)
         return None
     row = json.loads(out.strip().splitlines()[-1])
-    print(f"{n:,} nodes: {row['seconds_per_epoch']:.3f} s/epoch", file=sys.stderr, flush=True)
+    print(f"{_label(job)}: {row['seconds_per_epoch']:.3f} s/epoch", file=sys.stderr, flush=True)
     return row
 
 
-def _one_after_another(sizes: list[int], cmd) -> list[dict] | None:
+def _one_after_another(jobs: list[tuple[int, bool]], cmd) -> list[dict] | None:
     rows = []
-    for n in sizes:
-        done = subprocess.run(cmd(n), capture_output=True, text=True)
-        rows.append(_result(n, done, done.stdout, done.stderr))
+    for job in jobs:
+        done = subprocess.run(cmd(job), capture_output=True, text=True)
+        rows.append(_result(job, done, done.stdout, done.stderr))
         if rows[-1] is None:
             return None
     return rows
@@ -191,13 +199,13 @@ def _rounds(pipes: list[tuple[int, int]], turns: int) -> bool:
     return True
 
 
-def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
+def _in_turns(jobs: list[tuple[int, bool]], cmd, turns: int) -> list[dict] | None:
     """Every size's process at once, each epoch in its own turn: size 1, size 2, ..., then the next round."""
     procs, pipes = [], []
-    for n in sizes:
+    for job in jobs:
         go, done = os.pipe(), os.pipe()  # (read, write) each: the child reads go[0] and writes done[1]
         files = [tempfile.TemporaryFile("w+") for _ in range(2)]  # its stdout and stderr
-        procs.append((n, subprocess.Popen([*cmd(n), "--turn-fds", f"{go[0]},{done[1]}"], stdout=files[0],
+        procs.append((job, subprocess.Popen([*cmd(job), "--turn-fds", f"{go[0]},{done[1]}"], stdout=files[0],
                                           stderr=files[1], pass_fds=(go[0], done[1])), files))
         os.close(go[0])
         os.close(done[1])
@@ -205,12 +213,12 @@ def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
     try:
         failed = not _rounds(pipes, turns)
         rows = []
-        for n, proc, files in procs:
+        for job, proc, files in procs:
             if failed and proc.poll() is None:
                 proc.kill()
             proc.wait()
             out, err = (f.seek(0) or f.read() for f in files)
-            rows.append(_result(n, proc, out, err))
+            rows.append(_result(job, proc, out, err))
         return None if None in rows else rows
     finally:
         for _n, proc, files in procs:
@@ -224,6 +232,34 @@ def _in_turns(sizes: list[int], cmd, turns: int) -> list[dict] | None:
 
 def _f(v, fmt: str) -> str:
     return "n/a" if v is None else format(v, fmt)
+
+
+def _cache(r: dict) -> str:
+    """The buffer cache's column: the new memory its large buffers took over the whole run (the first epoch's
+    included), or why it was off."""
+    c = r.get("buffer_cache")
+    if not isinstance(c, dict):
+        return "off" if c is None else str(c).split(" (")[0]
+    total = c["whole_bytes"] + c["moved_bytes"] + c["fresh_bytes"]
+    return f"on: {c['fresh_bytes'] / GiB:.2f} of {total / GiB:.1f} GiB new"
+
+
+def _table(rows: list[dict]) -> None:
+    """The Markdown table; each row's growth is from the first row of the same buffer-cache setting."""
+    print("| nodes | buffer cache | s/epoch (median) | fastest epoch | user CPU s/epoch | system CPU s/epoch "
+          "| page faults/epoch | training peak RSS | growth (median) | growth (fastest) |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        first = next(f for f in rows if isinstance(f.get("buffer_cache"), dict) == isinstance(r.get("buffer_cache"),
+                                                                                             dict))
+        scale = r["nodes"] / first["nodes"]
+        growth = r["seconds_per_epoch"] / first["seconds_per_epoch"] / scale
+        fastest = min(r["epoch_seconds"]) / min(first["epoch_seconds"]) / scale
+        print(f"| {r['nodes']:,} | {_cache(r)} | {r['seconds_per_epoch']:.3f} | "
+              f"{min(r['epoch_seconds']):.3f} | {_f(r.get('user_seconds_per_epoch'), '.3f')} | "
+              f"{_f(r['system_seconds_per_epoch'], '.3f')} | "
+              f"{_f(r['page_faults_per_epoch'], ',.0f')} | {r['training_peak_rss_bytes'] / GiB:.2f} GiB | "
+              f"{growth:.2f}x | {fastest:.2f}x |")
 
 
 def main(argv=None) -> int:
@@ -240,37 +276,31 @@ def main(argv=None) -> int:
     p.add_argument("--keep-freed", action="store_true",
                    help="from the second epoch keep freed memory in the process (glibc's heap): no fresh memory, a "
                         "higher peak (the experiment of BENCHMARKS.md, 'Fresh memory on this virtual machine')")
+    p.add_argument("--buffer-cache", choices=("on", "off", "both"), default="on",
+                   help="gaescale's cache of large buffers between epochs (gaescale.cpu_cache): on (the default), "
+                        "off (--no-buffer-cache), or both: each size without and with it, in the same turns")
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the subprocess of one size
     p.add_argument("--turn-fds", help=argparse.SUPPRESS)  # its turns' file descriptors: "go,done"
     args = p.parse_args(argv)
     if args.one:
         fds = tuple(int(f) for f in args.turn_fds.split(",")) if args.turn_fds else None
-        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile, fds, args.keep_freed)))
+        print(json.dumps(one(args.one, args.epochs, args.threads, args.order, args.profile, fds, args.keep_freed,
+                             args.buffer_cache == "on")))
         return 0
-    sizes = [int(s) for s in args.nodes.split(",")]
-    cmd = lambda n: [sys.executable, __file__, "--one", str(n), "--epochs", str(args.epochs),  # noqa: E731
-                     "--threads", str(args.threads), "--profile", str(args.profile),
-                     *(["--order", args.order] if args.order else []),
-                     *(["--keep-freed"] if args.keep_freed else [])]
+    variants = {"on": (True,), "off": (False,), "both": (False, True)}[args.buffer_cache]
+    jobs = [(int(s), v) for s in args.nodes.split(",") for v in variants]
+    cmd = lambda job: [sys.executable, __file__, "--one", str(job[0]), "--epochs", str(args.epochs),  # noqa: E731
+                       "--threads", str(args.threads), "--profile", str(args.profile),
+                       "--buffer-cache", "on" if job[1] else "off",
+                       *(["--order", args.order] if args.order else []),
+                       *(["--keep-freed"] if args.keep_freed else [])]
     turns = args.epochs + args.profile
-    rows = _one_after_another(sizes, cmd) if args.one_after_another else _in_turns(sizes, cmd, turns)
+    rows = _one_after_another(jobs, cmd) if args.one_after_another else _in_turns(jobs, cmd, turns)
     if rows is None:
         return 1
-    first = rows[0]
     print(f"node order: {args.order or 'as generated'}; freed memory "
           f"{'kept in the process from the second epoch' if args.keep_freed else 'returned to the kernel'}\n")
-    print("| nodes | edges | order s | s/epoch (median) | fastest epoch | user CPU s/epoch | system CPU s/epoch "
-          "| page faults/epoch | training peak RSS | growth (median) | growth (fastest) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        scale = r["nodes"] / first["nodes"]
-        growth = r["seconds_per_epoch"] / first["seconds_per_epoch"] / scale
-        fastest = min(r["epoch_seconds"]) / min(first["epoch_seconds"]) / scale
-        print(f"| {r['nodes']:,} | {r['edges']:,} | {r['order_seconds']:.1f} | {r['seconds_per_epoch']:.3f} | "
-              f"{min(r['epoch_seconds']):.3f} | {_f(r.get('user_seconds_per_epoch'), '.3f')} | "
-              f"{_f(r['system_seconds_per_epoch'], '.3f')} | "
-              f"{_f(r['page_faults_per_epoch'], ',.0f')} | {r['training_peak_rss_bytes'] / GiB:.2f} GiB | "
-              f"{growth:.2f}x | {fastest:.2f}x |")
+    _table(rows)
     if args.profile:
         _op_table(rows)
     out = BENCH / "results" / f"growth-{time.strftime('%Y%m%d-%H%M%S')}.json"
