@@ -75,11 +75,12 @@ class PairFeatures:
             return self._raw(u, v)
         return self._remembered(_key(b"raw", u, v), lambda: self._raw(u, v))
 
-    def _raw(self, u: np.ndarray, v: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    def _raw(self, u: np.ndarray, v: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
         out = np.zeros((u.size, 3), np.float64)
         for s in range(0, u.size, chunk):
-            common = adjacency_rows(self.graph, u[s:s + chunk]).multiply(adjacency_rows(self.graph, v[s:s + chunk]))
-            common = common.tocsr()
+            # the common neighbours' pattern only: int8 values (the float64 ones took 8 bytes an entry, twice)
+            common = adjacency_rows(self.graph, u[s:s + chunk], np.int8).multiply(
+                adjacency_rows(self.graph, v[s:s + chunk], np.int8)).tocsr()
             rows = np.repeat(np.arange(common.shape[0]), np.diff(common.indptr))
             k = self.degree[common.indices]
             b = common.shape[0]
