@@ -22,7 +22,9 @@ free pieces between live ones stay resident. The demo's epoch peaked 80-200 MiB 
 against 1,010-1,030 MiB; BENCHMARKS.md, "Large buffers from the kernel"). ``mallopt(M_MMAP_THRESHOLD, 4 MiB)`` makes
 every buffer of 4 MiB or more a mapping of its own, returned whole when freed, as ``MALLOC_MMAP_THRESHOLD_=4194304``
 would: the process holds what it uses. Each such buffer is new pages (huge pages for torch's, above), which cost the
-demo's epoch 0-6 %. Where the user set ``MALLOC_MMAP_THRESHOLD_``, it is kept.
+demo's epoch 0-6 %, and more on a virtual machine whose host takes freed memory back; during training
+:mod:`gaescale.cpu_cache` keeps torch's large buffers' pages in a pool instead. Where the user set
+``MALLOC_MMAP_THRESHOLD_``, it is kept.
 """
 from __future__ import annotations
 
