@@ -48,7 +48,7 @@ from .errors import ParameterError
 SOURCE = Path(__file__).with_name("cpu_cache.cpp")
 HUGE_PAGES = "THP_MEM_ALLOC_ENABLE"  # torch's setting, which gaescale turns on (gaescale._allocator); 1: huge pages
 KEEP = 0.9  # buffers in use and pool are kept within this share of the peak of buffers in use (BENCHMARKS.md)
-THRESHOLD = 4 << 20  # bytes: buffers of this size and more are cached (glibc maps them on its own, _allocator)
+THRESHOLD = 4 << 20  # bytes: buffers of this size and more are pooled (glibc maps them on its own, _allocator)
 _STATS = ("live_bytes", "pooled_bytes", "limit_bytes", "peak_bytes", "whole_bytes", "moved_bytes", "fresh_bytes",
           "released_bytes", "moves", "threshold_bytes")
 _lib: ctypes.CDLL | None = None
@@ -97,7 +97,8 @@ def _library() -> ctypes.CDLL | None:
     try:
         lib = ctypes.CDLL(str(_build()))
     except subprocess.CalledProcessError as e:
-        _failed = f"the build failed: {(e.stderr or '').strip().splitlines()[-1:] or e}"
+        lines = (e.stderr or "").strip().splitlines()
+        _failed = f"the build failed: {lines[-1] if lines else e}"
         return None
     except (OSError, subprocess.SubprocessError) as e:
         _failed = f"could not build or load it: {e}"
