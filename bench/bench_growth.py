@@ -249,9 +249,9 @@ def _table(rows: list[dict]) -> None:
     print("| nodes | buffer cache | s/epoch (median) | fastest epoch | user CPU s/epoch | system CPU s/epoch "
           "| page faults/epoch | training peak RSS | growth (median) | growth (fastest) |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    pooled = lambda r: isinstance(r.get("buffer_cache"), dict)  # noqa: E731 - its figures, where the pool was on
     for r in rows:
-        first = next(f for f in rows if isinstance(f.get("buffer_cache"), dict) == isinstance(r.get("buffer_cache"),
-                                                                                             dict))
+        first = next(f for f in rows if pooled(f) == pooled(r))
         scale = r["nodes"] / first["nodes"]
         growth = r["seconds_per_epoch"] / first["seconds_per_epoch"] / scale
         fastest = min(r["epoch_seconds"]) / min(first["epoch_seconds"]) / scale

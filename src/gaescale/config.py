@@ -194,8 +194,8 @@ class TrainConfig:
     threads: int = _opt(0, "CPU threads for torch (0: torch's default)", "int>=0", section="runtime", per_host=True,
                         resumable=True, run=True)
     buffer_cache: bool = _opt(True, "return training's large CPU buffers to the kernel when freed instead of keeping "
-                                    "them for the next epoch (gaescale.cpu_cache: a compiled allocator, never above "
-                                    "the peak the process reaches without it)", "bool", section="runtime",
+                                    "them for the next epoch (gaescale.cpu_cache: a compiled allocator that keeps "
+                                    "at most 0.9 of their peak)", "bool", section="runtime",
                               flag="--no-buffer-cache", per_host=True, resumable=True, run=True)
     quiet: bool = _opt(False, "no progress bar or log lines", "bool", section="runtime", per_host=True, resumable=True,
                        run=True)

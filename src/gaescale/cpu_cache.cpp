@@ -5,9 +5,9 @@
 // is a mapping of its own, rounded up to 2 MiB and aligned to 2 MiB (huge pages where asked). When it is freed its
 // pages stay in the process, in the pool; a later buffer is made of pooled pages: a pooled range of the same size as
 // it is, else pooled ranges moved into a new mapping with mremap (the pages move, their contents are not copied and
-// nothing is faulted in), and only what the pool lacks is new memory. So the process holds, in buffers and pool
-// together, exactly the most its large buffers have ever been in use at once (since the last `empty`): the peak it
-// reaches without the pool.
+// nothing is faulted in), and only what the pool lacks is new memory. Buffers in use and pool together never exceed
+// the most the large buffers have been in use at once since the last `empty` (the peak without the pool), and after a
+// free they are cut back to `keep` times that peak: the oldest pooled ranges go back to the kernel.
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
 

@@ -14,14 +14,14 @@ go to the allocator that was there (torch's own). A larger buffer is a mapping o
 aligned to it (huge pages where ``THP_MEM_ALLOC_ENABLE=1``, as gaescale sets it). When it is freed, its pages stay in
 the process, in a pool; a later buffer is made of pooled pages: a pooled range of its very size, else pooled ranges
 moved into a new mapping with ``mremap`` (page tables move; no byte is copied and no page faulted in), and only what
-the pool lacks is new memory. The bound follows: buffers in use and pool together are always exactly the most the
-buffers in use have been at once since the last :func:`empty` (its peak without the pool), so an epoch that repeats
-the last one takes no new memory and the process never holds more large-buffer memory than it did without the pool.
-:data:`KEEP` (0.9) caps it: when a buffer is freed, the oldest pooled ranges go back to the kernel until buffers in
-use and pool are within 0.9 of that peak. The process's other memory (NumPy's, glibc's heap) peaks at other moments
-than torch's large buffers do, and would otherwise add to a pool held at the full peak (the demo's validation: 1.03
-against 0.99 GiB); so a tenth of the peak is new memory each epoch. :func:`cached_epochs` installs it for a block of
-training and :func:`empty` returns it.
+the pool lacks is new memory. The bound follows: buffers in use and pool together never exceed the most the buffers
+in use have been at once since the last :func:`empty` (their peak without the pool), so the process never holds more
+large-buffer memory than it did without the pool; kept whole (``keep=1``), the pool would serve an epoch that
+repeats the last one with no new memory at all. :data:`KEEP` (0.9) cuts it back: when a buffer is freed, the oldest
+pooled ranges go back to the kernel until buffers in use and pool are within 0.9 of that peak. The process's other
+memory (NumPy's, glibc's heap) peaks at other moments than torch's large buffers do, and would otherwise add to a
+pool held at the full peak (the demo's validation: 1.03 against 0.99 GiB); so a tenth of the peak is new memory each
+epoch. :func:`cached_epochs` installs it for a block of training and :func:`empty` returns it.
 
 **Building.** ``cpu_cache.cpp`` beside this file is compiled with the C++ compiler (``$CXX``, else ``c++``) against
 torch's headers and ``libc10`` into ``$XDG_CACHE_HOME/gaescale`` (default ``~/.cache/gaescale``), once per source,
@@ -134,19 +134,19 @@ def install(threshold: int | None = None, keep: float | None = None) -> str | No
 
 
 def installed() -> bool:
-    """Whether the cache is torch's CPU allocator now."""
+    """Whether the pool is torch's CPU allocator now."""
     return _lib is not None and bool(_lib.gaescale_cache_installed())
 
 
 def uninstall() -> None:
-    """Put back the allocator :func:`install` replaced and return every cached block; buffers allocated through the
-    cache are freed through it, and no longer cached."""
+    """Put back the allocator :func:`install` replaced and return the pool to the kernel; buffers allocated through
+    the pool are still freed through it, straight back to the kernel."""
     if _lib is not None:
         _lib.gaescale_cache_uninstall()
 
 
 def empty() -> None:
-    """Return every cached block and restart the bound from the buffers live now."""
+    """Return the pool to the kernel and restart the peaks (the bound) from the buffers in use now."""
     if _lib is not None:
         _lib.gaescale_cache_empty()
 

@@ -221,8 +221,9 @@ def _fit(config: TrainConfig, kind, model, placed: Placement, x, sizes: Sizes, r
     phase_measured = reset_peak_rss()
     memory["training_start_rss_bytes"] = rss_bytes()  # what training starts from: graph, split, features, model
     x = None if x is None else x.to(device)  # on the CPU: the same tensor
-    with rt.guard(), cpu_cache.cached_epochs(config.buffer_cache and device.type == "cpu") as pool:
-        if pool.off is not None and config.buffer_cache and device.type == "cpu":
+    pooling = config.buffer_cache and device.type == "cpu"
+    with rt.guard(), cpu_cache.cached_epochs(pooling) as pool:
+        if pooling and pool.off is not None:
             log(f"training's large buffers are not kept between epochs: {pool.off}")
         result = fit(model, x if shards is None else shards.features, train_graph, train_pairs,
                      val=(placed.split.val_pos, placed.split.val_neg) if has_val else None,
